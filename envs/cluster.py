@@ -1,0 +1,208 @@
+"""The static description of a GPU cluster: nodes, GPUs, NVLink islands and racks.
+
+A cluster is immutable. Its GPUs are numbered globally, node by node (node 0's GPUs first), and the flat numpy
+arrays built here (``gpu_node``, ``gpu_island``, ...) are what the simulator and the placement rules index.
+Resources: every GPU has a capacity of 1000 milli-GPU; CPUs are counted in milli-cores and RAM in MiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from envs.errors import ConfigError
+from envs.gpu_types import DEFAULT_GPU_TYPES, GPUType
+
+MILLI_PER_GPU = 1000
+"""Capacity of one GPU in milli-GPU; fractional jobs ask for a share of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One machine of the cluster."""
+
+    name: str
+    gpu_type: str
+    n_gpus: int
+    islands: tuple[tuple[int, ...], ...]  # partition of the local GPU indices 0..n_gpus-1 into NVLink islands
+    cpu_milli: int = 0  # CPU capacity [milli-cores]; 0 means CPUs are not modelled
+    ram_mib: int = 0  # RAM capacity [MiB]; 0 means RAM is not modelled
+    rack: int = 0  # rack (top-of-rack switch) id
+    cache_gib: float = 0.0  # dataset cache capacity [GiB]; 0 means no cache
+
+    def __post_init__(self) -> None:
+        where = f"node {self.name!r}"
+        if self.n_gpus < 1:
+            raise ConfigError(f"{where}: gpus: must be >= 1, got {self.n_gpus}")
+        flat = sorted(i for island in self.islands for i in island)
+        if flat != list(range(self.n_gpus)) or any(len(island) == 0 for island in self.islands):
+            raise ConfigError(
+                f"{where}: islands: must partition the GPU indices 0..{self.n_gpus - 1} into non-empty "
+                f"groups, got {[list(i) for i in self.islands]}"
+            )
+        for key in ("cpu_milli", "ram_mib", "rack"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{where}: {key}: must be >= 0, got {getattr(self, key)}")
+        if self.cache_gib < 0:
+            raise ConfigError(f"{where}: cache_gib: must be >= 0, got {self.cache_gib}")
+
+
+def even_islands(n_gpus: int, island_size: int) -> tuple[tuple[int, ...], ...]:
+    """Split GPUs 0..n_gpus-1 into consecutive NVLink islands of ``island_size`` GPUs."""
+    if island_size < 1 or n_gpus % island_size:
+        raise ConfigError(f"island_size: must divide gpus ({n_gpus}), got {island_size}")
+    return tuple(tuple(range(s, s + island_size)) for s in range(0, n_gpus, island_size))
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A cluster: its nodes and the GPU-type table they refer to."""
+
+    name: str
+    nodes: tuple[NodeSpec, ...]
+    gpu_types: Mapping[str, GPUType] = field(default_factory=lambda: dict(DEFAULT_GPU_TYPES))
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise ConfigError(f"cluster {self.name!r}: nodes: a cluster needs at least one node")
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise ConfigError(f"cluster {self.name!r}: node name {dup!r} is used twice")
+        for node in self.nodes:
+            if node.gpu_type not in self.gpu_types:
+                raise ConfigError(
+                    f"cluster {self.name!r}: node {node.name!r}: gpu_type: unknown type {node.gpu_type!r} "
+                    f"(known: {', '.join(sorted(self.gpu_types))})"
+                )
+
+    # ---- sizes -------------------------------------------------------------------------------------------
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes."""
+        return len(self.nodes)
+
+    @cached_property
+    def n_gpus(self) -> int:
+        """Number of GPUs in the cluster."""
+        return int(sum(n.n_gpus for n in self.nodes))
+
+    @cached_property
+    def n_racks(self) -> int:
+        """Number of distinct racks."""
+        return len({n.rack for n in self.nodes})
+
+    # ---- flat per-GPU and per-node arrays (read-only) -----------------------------------------------------
+    @cached_property
+    def gpu_node(self) -> np.ndarray:
+        """Node index of every GPU, shape (n_gpus,)."""
+        return _frozen(np.repeat(np.arange(self.n_nodes), [n.n_gpus for n in self.nodes]))
+
+    @cached_property
+    def node_first_gpu(self) -> np.ndarray:
+        """Global index of each node's GPU 0, shape (n_nodes + 1,); the last entry is n_gpus."""
+        return _frozen(np.concatenate([[0], np.cumsum([n.n_gpus for n in self.nodes])]))
+
+    @cached_property
+    def gpu_island(self) -> np.ndarray:
+        """Cluster-wide NVLink-island id of every GPU, shape (n_gpus,)."""
+        out = np.empty(self.n_gpus, dtype=np.int64)
+        island_id = 0
+        for node, first in zip(self.nodes, self.node_first_gpu[:-1]):
+            for island in node.islands:
+                out[[first + i for i in island]] = island_id
+                island_id += 1
+        return _frozen(out)
+
+    @cached_property
+    def node_rack(self) -> np.ndarray:
+        """Rack of every node, shape (n_nodes,)."""
+        return _frozen(np.array([n.rack for n in self.nodes], dtype=np.int64))
+
+    @cached_property
+    def node_n_gpus(self) -> np.ndarray:
+        """GPU count of every node, shape (n_nodes,)."""
+        return _frozen(np.array([n.n_gpus for n in self.nodes], dtype=np.int64))
+
+    @cached_property
+    def node_cpu_milli(self) -> np.ndarray:
+        """CPU capacity of every node [milli-cores], shape (n_nodes,)."""
+        return _frozen(np.array([n.cpu_milli for n in self.nodes], dtype=np.int64))
+
+    @cached_property
+    def node_ram_mib(self) -> np.ndarray:
+        """RAM capacity of every node [MiB], shape (n_nodes,)."""
+        return _frozen(np.array([n.ram_mib for n in self.nodes], dtype=np.int64))
+
+    @cached_property
+    def type_names(self) -> tuple[str, ...]:
+        """Names of the GPU types present in the cluster, sorted; ``gpu_type_index`` indexes this tuple."""
+        return tuple(sorted({n.gpu_type for n in self.nodes}))
+
+    @cached_property
+    def node_type_index(self) -> np.ndarray:
+        """Index into ``type_names`` of every node's GPU type, shape (n_nodes,)."""
+        index = {name: i for i, name in enumerate(self.type_names)}
+        return _frozen(np.array([index[n.gpu_type] for n in self.nodes], dtype=np.int64))
+
+    @cached_property
+    def type_speed(self) -> np.ndarray:
+        """Speed factor of each type in ``type_names``."""
+        return _frozen(np.array([self.gpu_types[t].speed for t in self.type_names], dtype=np.float64))
+
+    @cached_property
+    def type_memory_gib(self) -> np.ndarray:
+        """Memory [GiB] of each type in ``type_names``."""
+        return _frozen(np.array([self.gpu_types[t].memory_gib for t in self.type_names], dtype=np.float64))
+
+    def eligible_nodes(self, gpu_types: frozenset[str], gpu_mem_gib: float) -> np.ndarray:
+        """Boolean mask over nodes whose GPU type is allowed (empty set = any) and has >= ``gpu_mem_gib``."""
+        key = (gpu_types, gpu_mem_gib)
+        cache = self._eligible_cache
+        mask = cache.get(key)
+        if mask is None:
+            ok_type = np.array(
+                [not gpu_types or t in gpu_types for t in self.type_names], dtype=bool
+            ) & (self.type_memory_gib >= gpu_mem_gib)
+            mask = _frozen(ok_type[self.node_type_index])
+            cache[key] = mask
+        return mask
+
+    @cached_property
+    def _eligible_cache(self) -> dict[tuple[frozenset[str], float], np.ndarray]:
+        return {}
+
+    def describe(self) -> str:
+        """One line: name, nodes, GPUs by type, racks."""
+        by_type: dict[str, int] = {}
+        for n in self.nodes:
+            by_type[n.gpu_type] = by_type.get(n.gpu_type, 0) + n.n_gpus
+        mix = ", ".join(f"{k}: {v}" for k, v in sorted(by_type.items()))
+        return f"{self.name}: {self.n_nodes} nodes, {self.n_gpus} GPUs ({mix}), {self.n_racks} racks"
+
+
+def swf_machine(n_procs: int, name: str = "swf") -> ClusterSpec:
+    """The machine of an SWF trace: one node of ``n_procs`` identical single-GPU-equivalent processors.
+
+    Topology is flat (one island, one rack) and the type ``proc`` has speed 1, so with staging off the runtime
+    model reduces to plain rigid-job scheduling.
+    """
+    if n_procs < 1:
+        raise ConfigError(f"swf machine: processors: must be >= 1, got {n_procs}")
+    node = NodeSpec(name="procs", gpu_type="proc", n_gpus=n_procs, islands=(tuple(range(n_procs)),))
+    return ClusterSpec(name=name, nodes=(node,))
+
+
+def merge_gpu_types(overrides: Sequence[GPUType]) -> dict[str, GPUType]:
+    """The default GPU-type table with ``overrides`` added or replacing entries of the same name."""
+    table = dict(DEFAULT_GPU_TYPES)
+    table.update({t.name: t for t in overrides})
+    return table
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a

@@ -1,0 +1,104 @@
+"""Jobs: what a user submits, the states a job goes through, and why a job or an action is refused."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from envs.cluster import MILLI_PER_GPU
+from envs.errors import JobSpecError
+
+
+class JobState(Enum):
+    """Lifecycle states (SPEC §3). A job ends exactly once, COMPLETED or REJECTED."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    REJECTED = "rejected"
+
+
+class RejectReason(Enum):
+    """Why a job can never run on a cluster; decided at submission."""
+
+    TOO_MANY_GPUS = "more GPUs than the eligible nodes of the cluster hold"
+    NO_ELIGIBLE_GPU = "no node has an allowed GPU type with enough GPU memory"
+    CPU_RAM = "no eligible node has enough CPU or RAM for one GPU's share"
+
+
+class RefusalReason(Enum):
+    """Why the simulator refused an action (the ``reason`` of :class:`~envs.errors.ActionRefused`)."""
+
+    UNKNOWN_JOB = "no such job"
+    NOT_PENDING = "the job is not pending"
+    WRONG_GPU_COUNT = "the allocation does not hold the number of GPUs the job asks for"
+    BAD_GPU_INDEX = "a GPU index is out of range or repeated"
+    GPU_TYPE = "a GPU's type is not allowed or has too little memory"
+    GPU_BUSY = "a GPU has too little free capacity"
+    CPU_RAM = "a node has too little free CPU or RAM"
+    NODE_DOWN = "a node is not healthy"
+    SCHEDULER_DOWN = "the scheduler is down"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One submitted job. Times in seconds, GPU shares in milli-GPU (1000 = one whole GPU).
+
+    Defaults are those used when a trace does not say: any GPU type, no memory, CPU, RAM or data needs, user
+    and team ``"-"``, priority 0, not preemptible, communication sensitivity 0, no checkpoints.
+    """
+
+    job_id: int
+    submit_time_s: float  # submission time [s]
+    runtime_s: float  # base runtime at speed factor 1, ideal placement, no staging [s]
+    runtime_estimate_s: float  # requested wall time: the user's estimate and limit [s]
+    n_gpus: int = 1  # whole GPUs; 1 for a fractional job
+    gpu_milli: int = MILLI_PER_GPU  # share of each GPU [milli-GPU]; < 1000 only when n_gpus == 1
+    gpu_types: frozenset[str] = frozenset()  # allowed GPU types; empty = any
+    gpu_mem_gib: float = 0.0  # GPU memory needed on each GPU [GiB]
+    cpu_milli_per_gpu: int = 0  # CPU needed per GPU [milli-cores]
+    ram_mib_per_gpu: int = 0  # RAM needed per GPU [MiB]
+    user: str = "-"
+    team: str = "-"
+    priority: int = 0  # priority class; higher is more important
+    qos: str = ""  # QoS label from the trace (openb: LS, BE, Burstable, Guaranteed)
+    preemptible: bool = False
+    comm_sensitivity: float = 0.0  # c in [0, 1]: how much a spread placement slows the job
+    dataset_id: str = ""  # empty = no input data to stage
+    dataset_gib: float = 0.0  # dataset size [GiB]
+    checkpoint_interval_s: float = 0.0  # 0 = never checkpoints
+    type_speeds: tuple[tuple[str, float], ...] = ()  # per-type speed overrides (Gavel-style)
+
+    def __post_init__(self) -> None:
+        where = f"job {self.job_id}"
+        for key in ("submit_time_s", "runtime_s", "runtime_estimate_s", "gpu_mem_gib", "dataset_gib",
+                    "checkpoint_interval_s", "comm_sensitivity"):
+            value = getattr(self, key)
+            if not math.isfinite(value) or value < 0:
+                raise JobSpecError(f"{where}: {key}: must be finite and >= 0, got {value}")
+        if self.n_gpus < 1:
+            raise JobSpecError(f"{where}: n_gpus: must be >= 1, got {self.n_gpus}")
+        if not 1 <= self.gpu_milli <= MILLI_PER_GPU:
+            raise JobSpecError(f"{where}: gpu_milli: must be in 1..{MILLI_PER_GPU}, got {self.gpu_milli}")
+        if self.gpu_milli < MILLI_PER_GPU and self.n_gpus != 1:
+            raise JobSpecError(f"{where}: a fractional share (gpu_milli={self.gpu_milli}) needs n_gpus == 1")
+        if self.comm_sensitivity > 1:
+            raise JobSpecError(f"{where}: comm_sensitivity: must be in [0, 1], got {self.comm_sensitivity}")
+        if self.cpu_milli_per_gpu < 0 or self.ram_mib_per_gpu < 0:
+            raise JobSpecError(f"{where}: cpu_milli_per_gpu and ram_mib_per_gpu must be >= 0")
+        if self.dataset_gib > 0 and not self.dataset_id:
+            raise JobSpecError(f"{where}: dataset_gib > 0 needs a dataset_id")
+        for name, speed in self.type_speeds:
+            if not speed > 0:
+                raise JobSpecError(f"{where}: type_speeds[{name!r}]: must be > 0, got {speed}")
+
+    @property
+    def gpu_share(self) -> float:
+        """GPUs held, counting a fractional share as a fraction of one GPU."""
+        return self.n_gpus * self.gpu_milli / MILLI_PER_GPU
+
+    @property
+    def is_fractional(self) -> bool:
+        """True when the job asks for a share of one GPU rather than whole GPUs."""
+        return self.gpu_milli < MILLI_PER_GPU

@@ -1,0 +1,180 @@
+"""Cluster presets: YAML files under ``configs/clusters/`` turned into :class:`~envs.cluster.ClusterSpec`.
+
+A preset file holds::
+
+    name: tiny
+    gpu_types:              # optional: add or override entries of the default GPU-type table
+      A100-40GB: {memory_gib: 40, speed: 1.0}
+    node_groups:
+      - name: a100          # nodes are named NAME-0, NAME-1, ...
+        count: 2
+        gpu_type: A100-40GB
+        gpus: 4
+        island_size: 2      # or islands: [[0, 1], [2, 3]]  (default: one island of all GPUs)
+        cpus: 32            # [cores]      (default 0: not modelled)
+        ram_gib: 256        # [GiB]        (default 0: not modelled)
+        rack: 0             # or racks: [0, 1] to spread the group over racks in contiguous blocks
+        cache_gib: 100      # dataset cache per node [GiB] (default 0: no cache)
+
+Unknown keys and impossible values raise :class:`~envs.errors.ConfigError` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envs.cluster import ClusterSpec, NodeSpec, even_islands, merge_gpu_types, swf_machine
+from envs.errors import ConfigError
+from envs.gpu_types import GPUType
+
+_TOP_KEYS = {"name", "gpu_types", "node_groups"}
+_GROUP_KEYS = {"name", "count", "gpu_type", "gpus", "island_size", "islands", "cpus", "ram_gib", "rack", "racks",
+               "cache_gib"}
+_TYPE_KEYS = {"memory_gib", "speed"}
+
+
+def preset_names() -> list[str]:
+    """Names of the cluster presets shipped in ``configs/clusters/``."""
+    folder = resources.files("configs") / "clusters"
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_cluster(spec: str | Path) -> ClusterSpec:
+    """A cluster from a preset name (``tiny``), a YAML path, ``swf:N`` (N processors) or ``openb:NODE_LIST.csv``."""
+    text = str(spec)
+    if text.startswith("swf:"):
+        try:
+            return swf_machine(int(text[4:]))
+        except ValueError as exc:
+            raise ConfigError(f"cluster {text!r}: expected swf:N with an integer N") from exc
+    if text.startswith("openb:"):
+        from envs.workload.openb import load_openb_cluster
+
+        return load_openb_cluster(text[6:])
+    path = Path(text)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return cluster_from_yaml(path)
+    resource = resources.files("configs") / "clusters" / f"{text}.yaml"
+    if not resource.is_file():
+        raise ConfigError(f"cluster {text!r}: no such preset (known: {', '.join(preset_names())}) and no such file")
+    return cluster_from_dict(yaml.safe_load(resource.read_text()), where=f"{text}.yaml")
+
+
+def cluster_from_yaml(path: str | Path) -> ClusterSpec:
+    """Read a cluster preset file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read cluster file: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return cluster_from_dict(data, where=path.name)
+
+
+def cluster_from_dict(data: Any, where: str = "cluster") -> ClusterSpec:
+    """Build a cluster from the mapping a preset file holds; ``where`` prefixes error messages."""
+    _check_keys(data, _TOP_KEYS, where)
+    name = str(data.get("name") or where.removesuffix(".yaml"))
+    types = merge_gpu_types(_gpu_types(data.get("gpu_types") or {}, f"{where}: gpu_types"))
+    groups = data.get("node_groups")
+    if not isinstance(groups, list) or not groups:
+        raise ConfigError(f"{where}: node_groups: must be a non-empty list")
+    nodes: list[NodeSpec] = []
+    for i, group in enumerate(groups):
+        nodes.extend(_group_nodes(group, f"{where}: node_groups[{i}]", default_name=f"group{i}"))
+    try:
+        return ClusterSpec(name=name, nodes=tuple(nodes), gpu_types=types)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _gpu_types(data: Any, where: str) -> list[GPUType]:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: must be a mapping of type name to {{memory_gib, speed}}")
+    out = []
+    for type_name, fields in data.items():
+        _check_keys(fields, _TYPE_KEYS, f"{where}.{type_name}")
+        if set(fields) != _TYPE_KEYS:
+            raise ConfigError(f"{where}.{type_name}: needs both memory_gib and speed")
+        out.append(GPUType(str(type_name), _number(fields, "memory_gib", where), _number(fields, "speed", where)))
+    return out
+
+
+def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
+    _check_keys(group, _GROUP_KEYS, where)
+    for key in ("count", "gpu_type", "gpus"):
+        if key not in group:
+            raise ConfigError(f"{where}.{key}: missing")
+    count = _integer(group, "count", where, minimum=1)
+    n_gpus = _integer(group, "gpus", where, minimum=1)
+    if "islands" in group and "island_size" in group:
+        raise ConfigError(f"{where}: give islands or island_size, not both")
+    if "islands" in group:
+        islands_raw = group["islands"]
+        if not isinstance(islands_raw, list) or not all(isinstance(x, list) for x in islands_raw):
+            raise ConfigError(f"{where}.islands: must be a list of lists of GPU indices")
+        islands = tuple(tuple(int(i) for i in island) for island in islands_raw)
+    else:
+        size = _integer(group, "island_size", where, minimum=1) if "island_size" in group else n_gpus
+        try:
+            islands = even_islands(n_gpus, size)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}.{exc}") from exc
+    if "rack" in group and "racks" in group:
+        raise ConfigError(f"{where}: give rack or racks, not both")
+    racks = group.get("racks", [group.get("rack", 0)])
+    if not isinstance(racks, list) or not racks or not all(isinstance(r, int) and r >= 0 for r in racks):
+        raise ConfigError(f"{where}.racks: must be a non-empty list of rack ids >= 0, got {racks!r}")
+    prefix = str(group.get("name", default_name))
+    cpu_milli = round(_number(group, "cpus", where, default=0.0) * 1000)
+    ram_mib = round(_number(group, "ram_gib", where, default=0.0) * 1024)
+    cache_gib = _number(group, "cache_gib", where, default=0.0)
+    per_rack = -(-count // len(racks))
+    try:
+        return [
+            NodeSpec(
+                name=f"{prefix}-{k}",
+                gpu_type=str(group["gpu_type"]),
+                n_gpus=n_gpus,
+                islands=islands,
+                cpu_milli=cpu_milli,
+                ram_mib=ram_mib,
+                rack=racks[k // per_rack],
+                cache_gib=cache_gib,
+            )
+            for k in range(count)
+        ]
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _check_keys(data: Any, allowed: set[str], where: str) -> None:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: must be a mapping, got {type(data).__name__}")
+    unknown = sorted(set(map(str, data)) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def _number(data: Mapping[str, Any], key: str, where: str, default: float | None = None) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}.{key}: must be a number, got {value!r}")
+    if value < 0:
+        raise ConfigError(f"{where}.{key}: must be >= 0, got {value}")
+    return float(value)
+
+
+def _integer(data: Mapping[str, Any], key: str, where: str, minimum: int) -> int:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}.{key}: must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{where}.{key}: must be >= {minimum}, got {value}")
+    return value

@@ -1,0 +1,328 @@
+"""The event-driven simulator of a GPU cluster (SPEC §3-§4).
+
+Time is continuous (seconds). Arrivals come from the job table in (submit time, job id) order; completions sit on
+a heap keyed by (time, start sequence number), so ties are broken deterministically. After all events at one
+time are applied, that time is a *decision point* if a job is pending: the policy is asked for actions until it
+says Wait. The simulator knows nothing of Gymnasium or of any policy; see :func:`simulate` for the loop.
+
+Seams for later features (failures, outages, preemption, quotas): ``_node_up`` and ``_scheduler_up`` are checked
+by every Start but nothing changes them yet.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Sequence
+from types import MappingProxyType
+
+import numpy as np
+
+from envs.cache import LRUCache
+from envs.cluster import MILLI_PER_GPU, ClusterSpec
+from envs.errors import ActionRefused, ConfigError, SimulationStalled
+from envs.job import Job, JobState, RefusalReason, RejectReason
+from envs.joblog import JobLog, JobRecord, TopologyLevel
+from envs.policy import Policy, Start
+from envs.runtime import RuntimeConfig
+from envs.view import RunningJob, View
+from envs.workload.table import Workload
+
+
+class Simulator:
+    """One run of a workload on a cluster, driven one action at a time.
+
+    ``reset()`` (called by the constructor) moves to the first decision point. Then, while not ``done``, call
+    ``start(job_id, gpus)`` any number of times and ``wait()`` to advance; ``log()`` returns the job log.
+    """
+
+    def __init__(self, cluster: ClusterSpec, jobs: Workload | Sequence[Job], runtime: RuntimeConfig | None = None):
+        self.cluster = cluster
+        self.runtime = runtime or RuntimeConfig()
+        job_list = jobs.jobs if isinstance(jobs, Workload) else tuple(jobs)
+        self._jobs: tuple[Job, ...] = tuple(sorted(job_list, key=lambda j: (j.submit_time_s, j.job_id)))
+        self._job_ids = {j.job_id for j in self._jobs}
+        if len(self._job_ids) != len(self._jobs):
+            raise ConfigError("simulator: job ids must be unique")
+        self._reject_cache: dict[tuple, RejectReason | None] = {}
+        self._cpu_modelled = cluster.node_cpu_milli > 0
+        self._ram_modelled = cluster.node_ram_mib > 0
+        self.reset()
+
+    # ---- lifecycle -------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Clear all state and advance to the first decision point."""
+        c = self.cluster
+        self.time_s = self._jobs[0].submit_time_s if self._jobs else 0.0
+        self._next_arrival = 0
+        self._heap: list[tuple[float, int, int]] = []
+        self._seq = 0
+        self._pending: dict[int, Job] = {}
+        self._running: dict[int, RunningJob] = {}
+        self._pending_view = MappingProxyType(self._pending)
+        self._running_view = MappingProxyType(self._running)
+        self._run_info: dict[int, tuple] = {}
+        self._demand: Counter[tuple[int, int]] = Counter()  # (n_gpus, gpu_milli) -> pending jobs asking for it
+        self._gpu_free_milli = np.full(c.n_gpus, MILLI_PER_GPU, dtype=np.int64)
+        self._node_free_gpus = c.node_n_gpus.copy()
+        self._node_free_cpu = c.node_cpu_milli.copy()
+        self._node_free_ram = c.node_ram_mib.copy()
+        self._node_up = np.ones(c.n_nodes, dtype=bool)
+        self._scheduler_up = True
+        self._free_gpus = c.n_gpus
+        self._alloc_milli = 0  # Σ allocated milli-GPU
+        self._partial_free_milli = 0  # Σ free milli-GPU on GPUs that are partly in use
+        self._caches = [LRUCache(n.cache_gib) for n in c.nodes]
+        self._records: list[JobRecord] = []
+        self._busy_milli_s = 0.0
+        self._idle_pending_milli_s = 0.0
+        self._frag_milli_s = 0.0
+        self.view = View(self)
+        self._advance()
+
+    @property
+    def done(self) -> bool:
+        """True once every job has ended (completed or rejected)."""
+        return not self._pending and not self._running and self._next_arrival >= len(self._jobs)
+
+    def wait(self) -> None:
+        """Advance to the next decision point (or to the end); raises SimulationStalled if nothing can happen."""
+        if self.done:
+            return
+        if not self._running and self._next_arrival >= len(self._jobs):
+            raise SimulationStalled(
+                f"t={self.time_s:g}s: the policy waited with {len(self._pending)} pending job(s), "
+                "nothing running and no future arrival"
+            )
+        self._advance()
+
+    def start(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> None:
+        """Start pending job ``job_id`` on ``gpus`` now; raises :class:`ActionRefused` naming the reason."""
+        job, alloc = self._validate(job_id, gpus)
+        self._allocate(job, alloc)
+
+    def log(self) -> JobLog:
+        """The job log so far (complete once ``done``)."""
+        return JobLog(
+            cluster_name=self.cluster.name,
+            total_gpus=self.cluster.n_gpus,
+            records=tuple(self._records),
+            busy_gpu_s=self._busy_milli_s / MILLI_PER_GPU,
+            idle_gpu_s_while_pending=self._idle_pending_milli_s / MILLI_PER_GPU,
+            fragmented_gpu_s=self._frag_milli_s / MILLI_PER_GPU,
+        )
+
+    # ---- events ----------------------------------------------------------------------------------------------
+    def _advance(self) -> None:
+        """Apply events time by time until a job is pending or no event is left."""
+        jobs, heap = self._jobs, self._heap
+        n_jobs = len(jobs)
+        while True:
+            t_arr = jobs[self._next_arrival].submit_time_s if self._next_arrival < n_jobs else math.inf
+            t_end = heap[0][0] if heap else math.inf
+            t = t_arr if t_arr < t_end else t_end
+            if t == math.inf:
+                return
+            self._integrate(t)
+            while heap and heap[0][0] == t:
+                self._complete(heapq.heappop(heap)[2])
+            while self._next_arrival < n_jobs and jobs[self._next_arrival].submit_time_s == t:
+                self._arrive(jobs[self._next_arrival])
+                self._next_arrival += 1
+            if self._pending:
+                return
+
+    def _integrate(self, t: float) -> None:
+        dt = t - self.time_s
+        if dt > 0:
+            self._busy_milli_s += self._alloc_milli * dt
+            if self._pending:
+                self._idle_pending_milli_s += (self.cluster.n_gpus * MILLI_PER_GPU - self._alloc_milli) * dt
+                self._frag_milli_s += self._fragmented_milli() * dt
+        self.time_s = t
+
+    def _fragmented_milli(self) -> float:
+        """Idle milli-GPU that cannot host the smallest pending request (by GPUs, then share)."""
+        n, milli = min(self._demand)
+        if milli < MILLI_PER_GPU:
+            free = self._gpu_free_milli
+            return float(free[(free > 0) & (free < milli)].sum())
+        c = self.cluster
+        stranded = (self._node_free_gpus < n) & (c.node_n_gpus >= n)
+        return self._partial_free_milli + MILLI_PER_GPU * float(self._node_free_gpus[stranded].sum())
+
+    def _arrive(self, job: Job) -> None:
+        reason = self._reject_reason(job)
+        if reason is not None:
+            self._records.append(JobRecord(job=job, state=JobState.REJECTED, reject_reason=reason))
+            return
+        self._pending[job.job_id] = job
+        self._demand[(job.n_gpus, job.gpu_milli)] += 1
+
+    def _complete(self, job_id: int) -> None:
+        running = self._running.pop(job_id)
+        job = running.job
+        self._release(job, np.asarray(running.gpus))
+        speed, level, factor, staging_s, timed_out, n_nodes = self._run_info.pop(job_id)
+        self._records.append(JobRecord(
+            job=job, state=JobState.COMPLETED, start_time_s=running.start_time_s, finish_time_s=self.time_s,
+            gpus=running.gpus, n_nodes=n_nodes, topology=level, speed=speed, topology_factor=factor,
+            staging_s=staging_s, timed_out=timed_out,
+        ))
+
+    # ---- rejection at submission ------------------------------------------------------------------------------
+    def _reject_reason(self, job: Job) -> RejectReason | None:
+        key = (job.gpu_types, job.gpu_mem_gib, job.n_gpus, job.cpu_milli_per_gpu, job.ram_mib_per_gpu)
+        if key not in self._reject_cache:
+            self._reject_cache[key] = self._compute_reject_reason(job)
+        return self._reject_cache[key]
+
+    def _compute_reject_reason(self, job: Job) -> RejectReason | None:
+        """Why ``job`` could not run even on the empty cluster, or None."""
+        c = self.cluster
+        eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)
+        if not eligible.any():
+            return RejectReason.NO_ELIGIBLE_GPU
+        per_node = np.where(eligible, c.node_n_gpus, 0)
+        if job.cpu_milli_per_gpu:
+            per_node = np.where(self._cpu_modelled, np.minimum(per_node, c.node_cpu_milli // job.cpu_milli_per_gpu),
+                                per_node)
+        if job.ram_mib_per_gpu:
+            per_node = np.where(self._ram_modelled, np.minimum(per_node, c.node_ram_mib // job.ram_mib_per_gpu),
+                                per_node)
+        if not per_node.any():
+            return RejectReason.CPU_RAM
+        if per_node.sum() < job.n_gpus:
+            return RejectReason.TOO_MANY_GPUS
+        return None
+
+    # ---- starting and releasing ---------------------------------------------------------------------------------
+    def _refuse(self, reason: RefusalReason, job_id: int, detail: str) -> ActionRefused:
+        return ActionRefused(reason, f"t={self.time_s:g}s: cannot start job {job_id}: {detail}")
+
+    def _validate(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> tuple[Job, np.ndarray]:
+        job = self._pending.get(job_id)
+        if job is None:
+            if job_id in self._job_ids:
+                raise self._refuse(RefusalReason.NOT_PENDING, job_id, "it is not pending")
+            raise self._refuse(RefusalReason.UNKNOWN_JOB, job_id, "no job has this id")
+        if not self._scheduler_up:
+            raise self._refuse(RefusalReason.SCHEDULER_DOWN, job_id, "the scheduler is down")
+        alloc = np.asarray(gpus)
+        if alloc.ndim != 1 or (alloc.size and alloc.dtype.kind not in "iu"):
+            raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id, f"GPUs must be a list of integers, got {gpus!r}")
+        if alloc.size != job.n_gpus:
+            raise self._refuse(RefusalReason.WRONG_GPU_COUNT, job_id,
+                               f"it asks for {job.n_gpus} GPU(s), the allocation has {alloc.size}")
+        c = self.cluster
+        if alloc.min() < 0 or alloc.max() >= c.n_gpus or (alloc.size > 1 and np.unique(alloc).size != alloc.size):
+            raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id,
+                               f"GPU indices must be distinct and in 0..{c.n_gpus - 1}")
+        nodes = c.gpu_node[alloc]
+        if not c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)[nodes].all():
+            raise self._refuse(RefusalReason.GPU_TYPE, job_id, "a GPU's type is not allowed or has too little memory")
+        if not self._node_up[nodes].all():
+            raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
+        if (self._gpu_free_milli[alloc] < job.gpu_milli).any():
+            raise self._refuse(RefusalReason.GPU_BUSY, job_id, f"a GPU has less than {job.gpu_milli} milli-GPU free")
+        if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
+            counts = np.bincount(nodes, minlength=c.n_nodes)
+            cpu_short = self._cpu_modelled & (self._node_free_cpu < counts * job.cpu_milli_per_gpu)
+            ram_short = self._ram_modelled & (self._node_free_ram < counts * job.ram_mib_per_gpu)
+            if (cpu_short | ram_short).any():
+                raise self._refuse(RefusalReason.CPU_RAM, job_id, "a node has too little free CPU or RAM")
+        return job, alloc
+
+    def _allocate(self, job: Job, alloc: np.ndarray) -> None:
+        self._change_holdings(job, alloc, -1)
+        del self._pending[job.job_id]
+        key = (job.n_gpus, job.gpu_milli)
+        self._demand[key] -= 1
+        if not self._demand[key]:
+            del self._demand[key]
+        speed, level, factor, staging_s, n_nodes = self._runtime_on(job, alloc)
+        run_s = job.runtime_s / speed * factor + staging_s
+        timed_out = self.runtime.kill_at_walltime and run_s > job.runtime_estimate_s
+        if timed_out:
+            run_s = job.runtime_estimate_s
+        gpus = tuple(alloc.tolist())
+        self._running[job.job_id] = RunningJob(job, self.time_s, self.time_s + job.runtime_estimate_s, gpus)
+        self._run_info[job.job_id] = (speed, level, factor, staging_s, timed_out, n_nodes)
+        heapq.heappush(self._heap, (self.time_s + run_s, self._seq, job.job_id))
+        self._seq += 1
+
+    def _release(self, job: Job, alloc: np.ndarray) -> None:
+        self._change_holdings(job, alloc, +1)
+
+    def _change_holdings(self, job: Job, alloc: np.ndarray, sign: int) -> None:
+        """Take (sign -1) or give back (sign +1) the job's share of ``alloc`` and of its nodes' CPU and RAM."""
+        c = self.cluster
+        milli = job.gpu_milli
+        self._alloc_milli -= sign * milli * alloc.size
+        if milli == MILLI_PER_GPU:
+            self._gpu_free_milli[alloc] += sign * milli
+            self._free_gpus += sign * alloc.size
+            if alloc.size == 1:
+                self._node_free_gpus[c.gpu_node[alloc[0]]] += sign
+            else:
+                self._node_free_gpus += sign * np.bincount(c.gpu_node[alloc], minlength=c.n_nodes)
+        else:
+            g = int(alloc[0])
+            before = int(self._gpu_free_milli[g])
+            after = before + sign * milli
+            self._gpu_free_milli[g] = after
+            self._partial_free_milli += _partial(after) - _partial(before)
+            if before == MILLI_PER_GPU or after == MILLI_PER_GPU:
+                self._node_free_gpus[c.gpu_node[g]] += sign
+                self._free_gpus += sign
+        if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
+            counts = np.bincount(c.gpu_node[alloc], minlength=c.n_nodes)
+            self._node_free_cpu += sign * np.where(self._cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
+            self._node_free_ram += sign * np.where(self._ram_modelled, counts * job.ram_mib_per_gpu, 0)
+
+    def _runtime_on(self, job: Job, alloc: np.ndarray) -> tuple[float, TopologyLevel, float, float, int]:
+        """(speed, topology level, topology factor, staging time [s], node count) of ``job`` on ``alloc``."""
+        c, model = self.cluster, self.runtime
+        nodes = c.gpu_node[alloc]
+        single_node = alloc.size == 1 or nodes.min() == nodes.max()
+        node_ids = [int(nodes[0])] if single_node else np.unique(nodes).tolist()
+        if alloc.size == 1 or c.gpu_island[alloc].min() == c.gpu_island[alloc].max():
+            level = TopologyLevel.ISLAND
+        elif single_node:
+            level = TopologyLevel.NODE
+        else:
+            racks = c.node_rack[node_ids]
+            level = TopologyLevel.RACK if racks.min() == racks.max() else TopologyLevel.CROSS_RACK
+        speed = 1.0
+        if model.use_speed:
+            types = {c.nodes[n].gpu_type for n in node_ids}
+            overrides = dict(job.type_speeds)
+            speed = min(overrides.get(t, c.gpu_types[t].speed) for t in types)
+        factor = model.topology_factor(level, job.comm_sensitivity)
+        staging_s = 0.0
+        if model.use_staging and job.dataset_gib > 0:
+            hits = [self._caches[n].touch(job.dataset_id, job.dataset_gib) for n in node_ids]
+            if not all(hits):
+                staging_s = job.dataset_gib / model.staging_gib_per_s
+        return speed, level, factor, staging_s, len(node_ids)
+
+
+def _partial(free_milli: int) -> int:
+    """The free share that counts as a fragment: free milli-GPU of a GPU that is partly in use."""
+    return free_milli if 0 < free_milli < MILLI_PER_GPU else 0
+
+
+def simulate(cluster: ClusterSpec, jobs: Workload | Sequence[Job], policy: Policy,
+             runtime: RuntimeConfig | None = None) -> JobLog:
+    """Run ``policy`` on ``jobs`` until every job has ended; return the job log."""
+    sim = Simulator(cluster, jobs, runtime)
+    policy.reset()
+    view, act, wait, start = sim.view, policy.act, sim.wait, sim.start
+    while not sim.done:
+        action = act(view)
+        if isinstance(action, Start):
+            start(action.job_id, action.gpus)
+        else:
+            wait()
+    return sim.log()

@@ -1,0 +1,71 @@
+"""The read-only view of the simulator's state that a policy decides from (SPEC §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from envs.cluster import ClusterSpec
+from envs.job import Job
+
+if TYPE_CHECKING:
+    from envs.simulator import Simulator
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job that holds GPUs, as a real scheduler knows it: its expected end comes from the requested wall time."""
+
+    job: Job
+    start_time_s: float
+    expected_end_s: float  # start + requested wall time [s]
+    gpus: tuple[int, ...]
+
+
+class View:
+    """Live, read-only window on one simulator: every attribute reflects the current state, nothing can change it.
+
+    Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
+    """
+
+    __slots__ = ("_sim", "cluster", "gpu_free_milli", "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib",
+                 "node_up", "pending", "running")
+
+    def __init__(self, sim: Simulator) -> None:
+        self._sim = sim
+        self.cluster: ClusterSpec = sim.cluster
+        self.pending: Mapping[int, Job] = sim._pending_view
+        self.running: Mapping[int, RunningJob] = sim._running_view
+        self.gpu_free_milli: np.ndarray = _read_only(sim._gpu_free_milli)  # free share per GPU [milli-GPU]
+        self.node_free_gpus: np.ndarray = _read_only(sim._node_free_gpus)  # fully free GPUs per node
+        self.node_free_cpu_milli: np.ndarray = _read_only(sim._node_free_cpu)  # [milli-cores]
+        self.node_free_ram_mib: np.ndarray = _read_only(sim._node_free_ram)  # [MiB]
+        self.node_up: np.ndarray = _read_only(sim._node_up)  # health per node
+
+    @property
+    def time_s(self) -> float:
+        """Current simulated time [s]."""
+        return self._sim.time_s
+
+    @property
+    def free_gpus(self) -> int:
+        """Number of fully free GPUs in the cluster."""
+        return self._sim._free_gpus
+
+    @property
+    def scheduler_up(self) -> bool:
+        """False while the scheduler is down (no job may start)."""
+        return self._sim._scheduler_up
+
+    def has_dataset(self, node: int, dataset_id: str) -> bool:
+        """True when ``dataset_id`` is in the cache of node ``node``."""
+        return dataset_id in self._sim._caches[node]
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.setflags(write=False)
+    return v
