@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from envs.cluster import MILLI_PER_GPU
 from envs.job import Job
 from envs.view import View
 
@@ -22,6 +21,9 @@ PlacementRule = Callable[[View, Job], "tuple[int, ...] | None"]
 def usable_gpus_per_node(view: View, job: Job) -> np.ndarray:
     """How many fully free GPUs of each node ``job`` could use now (type, memory, health, CPU and RAM)."""
     c = view.cluster
+    unconstrained = not (job.gpu_types or job.gpu_mem_gib or job.cpu_milli_per_gpu or job.ram_mib_per_gpu)
+    if unconstrained and view.all_nodes_up:
+        return view.node_free_gpus
     eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib) & view.node_up
     usable = np.where(eligible, view.node_free_gpus, 0)
     return _cap_by_cpu_ram(view, job, usable)
@@ -49,7 +51,7 @@ def _cap_by_cpu_ram(view: View, job: Job, per_node: np.ndarray) -> np.ndarray:
 def free_gpus_of_node(view: View, node: int, count: int) -> np.ndarray:
     """The first ``count`` fully free GPUs of ``node`` (global indices, ascending)."""
     first, last = view.cluster.node_first_gpu[node], view.cluster.node_first_gpu[node + 1]
-    return np.flatnonzero(view.gpu_free_milli[first:last] == MILLI_PER_GPU)[:count] + first
+    return np.flatnonzero(view.gpu_whole_free[first:last])[:count] + first
 
 
 def gather(view: View, nodes: np.ndarray, counts: np.ndarray) -> tuple[int, ...]:

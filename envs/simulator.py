@@ -29,6 +29,9 @@ from envs.runtime import RuntimeConfig
 from envs.view import RunningJob, View
 from envs.workload.table import Workload
 
+GPUs = np.ndarray | slice
+"""Ascending global GPU indices of an allocation: an index array, or a slice for a contiguous range."""
+
 
 class Simulator:
     """One run of a workload on a cluster, driven one action at a time.
@@ -65,10 +68,12 @@ class Simulator:
         self._run_info: dict[int, tuple] = {}
         self._demand: Counter[tuple[int, int]] = Counter()  # (n_gpus, gpu_milli) -> pending jobs asking for it
         self._gpu_free_milli = np.full(c.n_gpus, MILLI_PER_GPU, dtype=np.int64)
+        self._gpu_whole_free = np.ones(c.n_gpus, dtype=bool)
         self._node_free_gpus = c.node_n_gpus.copy()
         self._node_free_cpu = c.node_cpu_milli.copy()
         self._node_free_ram = c.node_ram_mib.copy()
         self._node_up = np.ones(c.n_nodes, dtype=bool)
+        self._all_nodes_up = True
         self._scheduler_up = True
         self._free_gpus = c.n_gpus
         self._alloc_milli = 0  # Σ allocated milli-GPU
@@ -99,8 +104,7 @@ class Simulator:
 
     def start(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> None:
         """Start pending job ``job_id`` on ``gpus`` now; raises :class:`ActionRefused` naming the reason."""
-        job, alloc = self._validate(job_id, gpus)
-        self._allocate(job, alloc)
+        self._allocate(*self._validate(job_id, gpus))
 
     def log(self) -> JobLog:
         """The job log so far (complete once ``done``)."""
@@ -163,8 +167,8 @@ class Simulator:
     def _complete(self, job_id: int) -> None:
         running = self._running.pop(job_id)
         job = running.job
-        self._release(job, np.asarray(running.gpus))
-        speed, level, factor, staging_s, timed_out, n_nodes = self._run_info.pop(job_id)
+        alloc, nodes, speed, level, factor, staging_s, timed_out, n_nodes = self._run_info.pop(job_id)
+        self._change_holdings(job, alloc, nodes, +1)
         self._records.append(JobRecord(
             job=job, state=JobState.COMPLETED, start_time_s=running.start_time_s, finish_time_s=self.time_s,
             gpus=running.gpus, n_nodes=n_nodes, topology=level, speed=speed, topology_factor=factor,
@@ -201,7 +205,12 @@ class Simulator:
     def _refuse(self, reason: RefusalReason, job_id: int, detail: str) -> ActionRefused:
         return ActionRefused(reason, f"t={self.time_s:g}s: cannot start job {job_id}: {detail}")
 
-    def _validate(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> tuple[Job, np.ndarray]:
+    def _validate(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> tuple[Job, GPUs, np.ndarray]:
+        """(job, GPUs, node of each GPU) for a valid Start; raises ActionRefused otherwise.
+
+        The GPUs come back ascending, as an index array or, when they form a contiguous range, as a slice
+        (indexing by slice is what keeps large SWF allocations cheap).
+        """
         job = self._pending.get(job_id)
         if job is None:
             if job_id in self._job_ids:
@@ -216,13 +225,18 @@ class Simulator:
             raise self._refuse(RefusalReason.WRONG_GPU_COUNT, job_id,
                                f"it asks for {job.n_gpus} GPU(s), the allocation has {alloc.size}")
         c = self.cluster
-        if alloc.min() < 0 or alloc.max() >= c.n_gpus or (alloc.size > 1 and np.unique(alloc).size != alloc.size):
-            raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id,
-                               f"GPU indices must be distinct and in 0..{c.n_gpus - 1}")
+        if alloc.size > 1 and not (alloc[1:] > alloc[:-1]).all():  # placement rules give ascending GPUs
+            alloc = np.sort(alloc)
+            if (alloc[1:] == alloc[:-1]).any():
+                raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id, f"a GPU is repeated in {gpus!r}")
+        if alloc[0] < 0 or alloc[-1] >= c.n_gpus:
+            raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id, f"GPU indices must be in 0..{c.n_gpus - 1}")
+        if alloc.size > 1 and alloc[-1] - alloc[0] + 1 == alloc.size:  # a contiguous range: index by slice
+            alloc = slice(int(alloc[0]), int(alloc[-1]) + 1)
         nodes = c.gpu_node[alloc]
-        if not c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)[nodes].all():
+        if (job.gpu_types or job.gpu_mem_gib) and not c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)[nodes].all():
             raise self._refuse(RefusalReason.GPU_TYPE, job_id, "a GPU's type is not allowed or has too little memory")
-        if not self._node_up[nodes].all():
+        if not self._all_nodes_up and not self._node_up[nodes].all():
             raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
         if (self._gpu_free_milli[alloc] < job.gpu_milli).any():
             raise self._refuse(RefusalReason.GPU_BUSY, job_id, f"a GPU has less than {job.gpu_milli} milli-GPU free")
@@ -232,62 +246,62 @@ class Simulator:
             ram_short = self._ram_modelled & (self._node_free_ram < counts * job.ram_mib_per_gpu)
             if (cpu_short | ram_short).any():
                 raise self._refuse(RefusalReason.CPU_RAM, job_id, "a node has too little free CPU or RAM")
-        return job, alloc
+        return job, alloc, nodes
 
-    def _allocate(self, job: Job, alloc: np.ndarray) -> None:
-        self._change_holdings(job, alloc, -1)
+    def _allocate(self, job: Job, alloc: GPUs, nodes: np.ndarray) -> None:
+        self._change_holdings(job, alloc, nodes, -1)
         del self._pending[job.job_id]
         key = (job.n_gpus, job.gpu_milli)
         self._demand[key] -= 1
         if not self._demand[key]:
             del self._demand[key]
-        speed, level, factor, staging_s, n_nodes = self._runtime_on(job, alloc)
+        speed, level, factor, staging_s, n_nodes = self._runtime_on(job, alloc, nodes)
         run_s = job.runtime_s / speed * factor + staging_s
         timed_out = self.runtime.kill_at_walltime and run_s > job.runtime_estimate_s
         if timed_out:
             run_s = job.runtime_estimate_s
-        gpus = tuple(alloc.tolist())
+        gpus = tuple(range(alloc.start, alloc.stop)) if isinstance(alloc, slice) else tuple(alloc.tolist())
         self._running[job.job_id] = RunningJob(job, self.time_s, self.time_s + job.runtime_estimate_s, gpus)
-        self._run_info[job.job_id] = (speed, level, factor, staging_s, timed_out, n_nodes)
+        self._run_info[job.job_id] = (alloc, nodes, speed, level, factor, staging_s, timed_out, n_nodes)
         heapq.heappush(self._heap, (self.time_s + run_s, self._seq, job.job_id))
         self._seq += 1
 
-    def _release(self, job: Job, alloc: np.ndarray) -> None:
-        self._change_holdings(job, alloc, +1)
-
-    def _change_holdings(self, job: Job, alloc: np.ndarray, sign: int) -> None:
+    def _change_holdings(self, job: Job, alloc: GPUs, nodes: np.ndarray, sign: int) -> None:
         """Take (sign -1) or give back (sign +1) the job's share of ``alloc`` and of its nodes' CPU and RAM."""
         c = self.cluster
         milli = job.gpu_milli
-        self._alloc_milli -= sign * milli * alloc.size
+        size = nodes.size
+        self._alloc_milli -= sign * milli * size
         if milli == MILLI_PER_GPU:
             self._gpu_free_milli[alloc] += sign * milli
-            self._free_gpus += sign * alloc.size
-            if alloc.size == 1:
-                self._node_free_gpus[c.gpu_node[alloc[0]]] += sign
+            self._gpu_whole_free[alloc] = sign > 0
+            self._free_gpus += sign * size
+            if size == 1 or nodes[0] == nodes[-1]:  # ascending GPUs: one node iff first and last agree
+                self._node_free_gpus[nodes[0]] += sign * size
             else:
-                self._node_free_gpus += sign * np.bincount(c.gpu_node[alloc], minlength=c.n_nodes)
+                self._node_free_gpus += sign * np.bincount(nodes, minlength=c.n_nodes)
         else:
-            g = int(alloc[0])
+            g = int(alloc[0])  # a fractional job holds one GPU, given as an index array
             before = int(self._gpu_free_milli[g])
             after = before + sign * milli
             self._gpu_free_milli[g] = after
             self._partial_free_milli += _partial(after) - _partial(before)
             if before == MILLI_PER_GPU or after == MILLI_PER_GPU:
-                self._node_free_gpus[c.gpu_node[g]] += sign
+                self._gpu_whole_free[g] = after == MILLI_PER_GPU
+                self._node_free_gpus[nodes[0]] += sign
                 self._free_gpus += sign
         if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
-            counts = np.bincount(c.gpu_node[alloc], minlength=c.n_nodes)
+            counts = np.bincount(nodes, minlength=c.n_nodes)
             self._node_free_cpu += sign * np.where(self._cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
             self._node_free_ram += sign * np.where(self._ram_modelled, counts * job.ram_mib_per_gpu, 0)
 
-    def _runtime_on(self, job: Job, alloc: np.ndarray) -> tuple[float, TopologyLevel, float, float, int]:
-        """(speed, topology level, topology factor, staging time [s], node count) of ``job`` on ``alloc``."""
+    def _runtime_on(self, job: Job, alloc: GPUs, nodes: np.ndarray) -> tuple[float, TopologyLevel, float, float, int]:
+        """(speed, topology level, topology factor, staging time [s], node count) of ``job`` on ascending ``alloc``."""
         c, model = self.cluster, self.runtime
-        nodes = c.gpu_node[alloc]
-        single_node = alloc.size == 1 or nodes.min() == nodes.max()
+        single_node = nodes[0] == nodes[-1]
         node_ids = [int(nodes[0])] if single_node else np.unique(nodes).tolist()
-        if alloc.size == 1 or c.gpu_island[alloc].min() == c.gpu_island[alloc].max():
+        islands = c.gpu_island[alloc]
+        if islands[0] == islands[-1]:  # islands are numbered in GPU order
             level = TopologyLevel.ISLAND
         elif single_node:
             level = TopologyLevel.NODE

@@ -31,7 +31,7 @@ class View:
     Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
     """
 
-    __slots__ = ("_sim", "cluster", "gpu_free_milli", "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib",
+    __slots__ = ("_sim", "cluster", "gpu_free_milli", "gpu_whole_free", "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib",
                  "node_up", "pending", "running")
 
     def __init__(self, sim: Simulator) -> None:
@@ -40,6 +40,7 @@ class View:
         self.pending: Mapping[int, Job] = sim._pending_view
         self.running: Mapping[int, RunningJob] = sim._running_view
         self.gpu_free_milli: np.ndarray = _read_only(sim._gpu_free_milli)  # free share per GPU [milli-GPU]
+        self.gpu_whole_free: np.ndarray = _read_only(sim._gpu_whole_free)  # GPU is entirely free
         self.node_free_gpus: np.ndarray = _read_only(sim._node_free_gpus)  # fully free GPUs per node
         self.node_free_cpu_milli: np.ndarray = _read_only(sim._node_free_cpu)  # [milli-cores]
         self.node_free_ram_mib: np.ndarray = _read_only(sim._node_free_ram)  # [MiB]
@@ -54,6 +55,11 @@ class View:
     def free_gpus(self) -> int:
         """Number of fully free GPUs in the cluster."""
         return self._sim._free_gpus
+
+    @property
+    def all_nodes_up(self) -> bool:
+        """True when every node is healthy."""
+        return self._sim._all_nodes_up
 
     @property
     def scheduler_up(self) -> bool:
