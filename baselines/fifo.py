@@ -6,8 +6,8 @@ while it does not fit, nothing else starts (head-of-line blocking).
 
 from __future__ import annotations
 
-from envs.policy import WAIT, Action, Start
 from envs.placement import first_fit
+from envs.policy import WAIT, Action, Start
 from envs.view import View
 
 

@@ -111,7 +111,7 @@ class ClusterSpec:
         """Cluster-wide NVLink-island id of every GPU, shape (n_gpus,)."""
         out = np.empty(self.n_gpus, dtype=np.int64)
         island_id = 0
-        for node, first in zip(self.nodes, self.node_first_gpu[:-1]):
+        for node, first in zip(self.nodes, self.node_first_gpu[:-1], strict=True):
             for island in node.islands:
                 out[[first + i for i in island]] = island_id
                 island_id += 1

@@ -6,7 +6,10 @@ import math
 from dataclasses import dataclass
 from enum import IntEnum
 
+from envs.allocation import GpuSet
 from envs.job import Job, JobState, RejectReason
+
+EMPTY = GpuSet(range(0))
 
 
 class TopologyLevel(IntEnum):
@@ -27,7 +30,7 @@ class JobRecord:
     reject_reason: RejectReason | None = None
     start_time_s: float = math.nan  # first (and, without preemption, only) start
     finish_time_s: float = math.nan
-    gpus: tuple[int, ...] = ()  # global GPU indices of the allocation
+    gpus: GpuSet = EMPTY  # global GPU indices of the allocation
     n_nodes: int = 0
     topology: TopologyLevel | None = None
     speed: float = math.nan  # speed factor the job ran at (slowest GPU of the allocation)

@@ -14,8 +14,8 @@ import numpy as np
 from envs.job import Job
 from envs.view import View
 
-PlacementRule = Callable[[View, Job], "tuple[int, ...] | None"]
-"""The type of a placement rule."""
+PlacementRule = Callable[[View, Job], "np.ndarray | None"]
+"""The type of a placement rule: the ascending global GPU indices to start the job on, or None."""
 
 
 def usable_gpus_per_node(view: View, job: Job) -> np.ndarray:
@@ -51,30 +51,30 @@ def _cap_by_cpu_ram(view: View, job: Job, per_node: np.ndarray) -> np.ndarray:
 def free_gpus_of_node(view: View, node: int, count: int) -> np.ndarray:
     """The first ``count`` fully free GPUs of ``node`` (global indices, ascending)."""
     first, last = view.cluster.node_first_gpu[node], view.cluster.node_first_gpu[node + 1]
-    return np.flatnonzero(view.gpu_whole_free[first:last])[:count] + first
+    return view.gpu_whole_free[first:last].nonzero()[0][:count] + first
 
 
-def gather(view: View, nodes: np.ndarray, counts: np.ndarray) -> tuple[int, ...]:
-    """Take ``counts[i]`` free GPUs from each ``nodes[i]``, lowest indices first."""
-    parts = [free_gpus_of_node(view, int(n), int(k)) for n, k in zip(nodes, counts) if k > 0]
-    return tuple(np.concatenate(parts).tolist())
+def gather(view: View, nodes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Take ``counts[i]`` free GPUs from each ``nodes[i]`` (nodes ascending), lowest indices first."""
+    parts = [free_gpus_of_node(view, int(n), int(k)) for n, k in zip(nodes, counts, strict=True) if k > 0]
+    return np.concatenate(parts)
 
 
-def first_fit(view: View, job: Job) -> tuple[int, ...] | None:
+def first_fit(view: View, job: Job) -> np.ndarray | None:
     """The first node (in index order) that can host the whole job; if none can, the first free GPUs across nodes.
 
     A fractional job takes the first GPU with enough free share.
     """
     if job.is_fractional:
         candidates = np.flatnonzero(usable_gpu_mask(view, job))
-        return (int(candidates[0]),) if candidates.size else None
+        return candidates[:1] if candidates.size else None
     n = job.n_gpus
     if view.free_gpus < n:
         return None
     usable = usable_gpus_per_node(view, job)
-    whole = np.flatnonzero(usable >= n)
+    whole = (usable >= n).nonzero()[0]
     if whole.size:
-        return tuple(free_gpus_of_node(view, int(whole[0]), n).tolist())
+        return free_gpus_of_node(view, int(whole[0]), n)
     cumulative = np.cumsum(usable)
     if cumulative[-1] < n:
         return None

@@ -19,6 +19,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from envs.allocation import GpuSet
 from envs.cache import LRUCache
 from envs.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.errors import ActionRefused, ConfigError, SimulationStalled
@@ -238,7 +239,8 @@ class Simulator:
             raise self._refuse(RefusalReason.GPU_TYPE, job_id, "a GPU's type is not allowed or has too little memory")
         if not self._all_nodes_up and not self._node_up[nodes].all():
             raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
-        if (self._gpu_free_milli[alloc] < job.gpu_milli).any():
+        if not (self._gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU
+                else self._gpu_free_milli[alloc[0]] >= job.gpu_milli):
             raise self._refuse(RefusalReason.GPU_BUSY, job_id, f"a GPU has less than {job.gpu_milli} milli-GPU free")
         if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
             counts = np.bincount(nodes, minlength=c.n_nodes)
@@ -260,7 +262,7 @@ class Simulator:
         timed_out = self.runtime.kill_at_walltime and run_s > job.runtime_estimate_s
         if timed_out:
             run_s = job.runtime_estimate_s
-        gpus = tuple(range(alloc.start, alloc.stop)) if isinstance(alloc, slice) else tuple(alloc.tolist())
+        gpus = GpuSet.of(alloc)
         self._running[job.job_id] = RunningJob(job, self.time_s, self.time_s + job.runtime_estimate_s, gpus)
         self._run_info[job.job_id] = (alloc, nodes, speed, level, factor, staging_s, timed_out, n_nodes)
         heapq.heappush(self._heap, (self.time_s + run_s, self._seq, job.job_id))

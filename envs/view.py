@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from envs.allocation import GpuSet
 from envs.cluster import ClusterSpec
 from envs.job import Job
 
@@ -22,7 +23,7 @@ class RunningJob:
     job: Job
     start_time_s: float
     expected_end_s: float  # start + requested wall time [s]
-    gpus: tuple[int, ...]
+    gpus: GpuSet
 
 
 class View:
@@ -31,8 +32,8 @@ class View:
     Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
     """
 
-    __slots__ = ("_sim", "cluster", "gpu_free_milli", "gpu_whole_free", "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib",
-                 "node_up", "pending", "running")
+    __slots__ = ("_sim", "cluster", "gpu_free_milli", "gpu_whole_free", "node_free_cpu_milli", "node_free_gpus",
+                 "node_free_ram_mib", "node_up", "pending", "running")
 
     def __init__(self, sim: Simulator) -> None:
         self._sim = sim

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envs import ActionRefused, Job, RefusalReason, Simulator, SimulationStalled, load_cluster
+from envs import ActionRefused, Job, RefusalReason, SimulationStalled, Simulator, load_cluster
 
 
 @pytest.fixture

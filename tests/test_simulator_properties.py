@@ -86,7 +86,7 @@ def check_state(sim: Simulator) -> None:
     assert (sim.view.node_free_cpu_milli <= c.node_cpu_milli).all()
     held = np.full(c.n_gpus, MILLI_PER_GPU)
     for running in sim.view.running.values():
-        held[list(running.gpus)] -= running.job.gpu_milli
+        held[running.gpus.index] -= running.job.gpu_milli
     assert (held == free).all()
 
 

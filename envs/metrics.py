@@ -1,0 +1,139 @@
+"""Run metrics (SPEC §7): one flat dict of numbers per simulation run, computed from its :class:`~envs.joblog.JobLog`.
+
+Definitions, over the jobs that completed (rejected jobs never ran; they are counted by reason):
+
+- wait = start − submit (first start); JCT = finish − submit; run = finish − start [s];
+- bounded slowdown = max(1, (wait + run) / max(run, 10 s)) [dimensionless];
+- makespan = last finish − first submit [s];
+- utilization = Σ gpu_share × run / (total GPUs × makespan): GPU time held, including time lost to slow GPU types,
+  spread placements and data staging;
+- effective utilization = Σ gpu_share × ideal run / (total GPUs × makespan), where the ideal run is the job's base
+  runtime at its allocation's speed (``JobRecord.ideal_run_s``): only useful progress counts;
+- fragmentation = ∫ idle GPU share that cannot host the smallest pending job dt / ∫ idle GPU share dt, both over
+  the times some job was pending (the simulator's time averages); 0 when nothing ever waited on idle GPUs;
+- Jain's fairness = (Σx)² / (n Σx²) over the users' mean bounded slowdowns x (1 = all users equally served).
+
+Percentiles (median, p95, p99) use numpy's default method (linear interpolation between order statistics).
+Empty input never raises: with no completed job every statistic, the makespan, both utilizations and the fairness
+index are 0.0 (check ``n_completed``). Counts are ints, everything else floats; :data:`METRIC_DOCS` lists every key
+in the order :func:`summarize` returns them, with its meaning and unit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.job import JobState, RejectReason
+from envs.joblog import JobLog
+
+BSLD_FLOOR_S = 10.0
+"""Runtimes shorter than this count as this long in the bounded slowdown [s]."""
+
+_STATS = (("mean", "mean"), ("median", "median"), ("p95", "95th percentile"), ("p99", "99th percentile"))
+_SERIES = (
+    ("wait", "_s", "wait (start − submit) of completed jobs [s]"),
+    ("jct", "_s", "job completion time (finish − submit) of completed jobs [s]"),
+    ("bsld", "", "bounded slowdown max(1, (wait + run) / max(run, 10 s)) of completed jobs [dimensionless]"),
+)
+
+
+def _build_docs() -> dict[str, str]:
+    docs = {
+        "n_jobs": "jobs submitted [count]",
+        "n_completed": "jobs that ran to completion [count]",
+        "n_rejected": "jobs rejected at submission, all reasons [count]",
+    }
+    for reason in RejectReason:
+        docs[f"rejected_{reason.name.lower()}"] = f"jobs rejected because {reason.value} [count]"
+    for series, unit, meaning in _SERIES:
+        for key, word in _STATS:
+            docs[f"{key}_{series}{unit}"] = f"{word} of the {meaning}"
+    docs.update(
+        {
+            "makespan_s": "last finish − first submit, over completed jobs [s]",
+            "utilization": "allocated GPU-seconds (Σ gpu_share × run) / (total GPUs × makespan) [fraction]",
+            "effective_utilization": "useful GPU-seconds (Σ gpu_share × ideal run at the allocation's speed) / "
+            "(total GPUs × makespan) [fraction]",
+            "fragmentation": "idle GPU-seconds that could not host the smallest pending job / idle GPU-seconds, "
+            "while jobs were pending [fraction]",
+            "jain_fairness": "Jain's index (Σx)² / (n Σx²) over users' mean bounded slowdowns [1/n .. 1]",
+            "timed_out": "completed jobs killed at their requested wall time [count]",
+            "quota_violations": "times a quota was exceeded; must be 0 (quotas not yet modelled) [count]",
+            "preemptions": "jobs preempted (not yet modelled, always 0) [count]",
+            "restarts": "job restarts after preemption or node failure (not yet modelled, always 0) [count]",
+            "lost_gpu_hours": "GPU time lost to rolled-back progress (not yet modelled, always 0) [GPU-hours]",
+        }
+    )
+    return docs
+
+
+METRIC_DOCS: dict[str, str] = _build_docs()
+"""Every key of :func:`summarize`'s result, in order, with its meaning and unit."""
+
+
+def _describe(prefix: str, values: np.ndarray) -> dict[str, float]:
+    """mean, median, p95, p99 of ``values`` as ``{"mean_<prefix>": ...}``; all 0.0 when ``values`` is empty."""
+    if values.size == 0:
+        return {f"{key}_{prefix}": 0.0 for key, _ in _STATS}
+    median, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {
+        f"mean_{prefix}": float(values.mean()),
+        f"median_{prefix}": float(median),
+        f"p95_{prefix}": float(p95),
+        f"p99_{prefix}": float(p99),
+    }
+
+
+def bounded_slowdown(wait_s: np.ndarray, run_s: np.ndarray) -> np.ndarray:
+    """max(1, (wait + run) / max(run, 10 s)), elementwise [dimensionless]."""
+    return np.maximum(1.0, (wait_s + run_s) / np.maximum(run_s, BSLD_FLOOR_S))
+
+
+def jain_index(values: np.ndarray) -> float:
+    """Jain's fairness index (Σx)² / (n Σx²) of non-negative ``values``; 0.0 when empty or all zero."""
+    square_sum = float(np.square(values).sum())
+    return float(values.sum() ** 2 / (values.size * square_sum)) if square_sum > 0 else 0.0
+
+
+def _group_means(keys: list[str], values: np.ndarray) -> np.ndarray:
+    """Mean of ``values`` per distinct key (in sorted key order); empty when there are no values."""
+    if not keys:
+        return np.zeros(0)
+    _, group = np.unique(keys, return_inverse=True)
+    return np.bincount(group, weights=values) / np.bincount(group)
+
+
+def summarize(log: JobLog) -> dict[str, float]:
+    """The metrics of one run as a flat dict, keys in :data:`METRIC_DOCS` order (see the module docstring)."""
+    records = log.records
+    done = [r for r in records if r.state is JobState.COMPLETED]
+    n = len(done)
+    submit = np.fromiter((r.job.submit_time_s for r in done), dtype=np.float64, count=n)
+    start = np.fromiter((r.start_time_s for r in done), dtype=np.float64, count=n)
+    finish = np.fromiter((r.finish_time_s for r in done), dtype=np.float64, count=n)
+    share = np.fromiter((r.job.gpu_share for r in done), dtype=np.float64, count=n)
+    base_s = np.fromiter((r.job.runtime_s for r in done), dtype=np.float64, count=n)
+    speed = np.fromiter((r.speed for r in done), dtype=np.float64, count=n)
+    wait, run = start - submit, finish - start
+    bsld = bounded_slowdown(wait, run)
+    ideal = np.minimum(base_s / speed, run)  # the vector form of JobRecord.ideal_run_s
+
+    out: dict[str, float] = {"n_jobs": len(records), "n_completed": n, "n_rejected": len(records) - n}
+    reasons = [r.reject_reason for r in records if r.state is JobState.REJECTED]
+    for reason in RejectReason:
+        out[f"rejected_{reason.name.lower()}"] = reasons.count(reason)
+    out |= _describe("wait_s", wait) | _describe("jct_s", finish - submit) | _describe("bsld", bsld)
+
+    makespan = float(finish.max() - submit.min()) if n else 0.0
+    capacity_gpu_s = log.total_gpus * makespan
+    out["makespan_s"] = makespan
+    out["utilization"] = float(share @ run) / capacity_gpu_s if capacity_gpu_s > 0 else 0.0
+    out["effective_utilization"] = float(share @ ideal) / capacity_gpu_s if capacity_gpu_s > 0 else 0.0
+    idle = log.idle_gpu_s_while_pending
+    out["fragmentation"] = log.fragmented_gpu_s / idle if idle > 0 else 0.0
+
+    out["jain_fairness"] = jain_index(_group_means([r.job.user for r in done], bsld))
+    out["timed_out"] = sum(r.timed_out for r in done)
+    # Seams: the simulator does not model quotas, preemption or failures yet.
+    out |= {"quota_violations": 0, "preemptions": 0, "restarts": 0, "lost_gpu_hours": 0.0}
+    return out
