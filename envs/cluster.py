@@ -138,6 +138,16 @@ class ClusterSpec:
         return _frozen(np.array([n.ram_mib for n in self.nodes], dtype=np.int64))
 
     @cached_property
+    def cpu_modelled(self) -> np.ndarray:
+        """Per node: True when its CPUs are modelled (capacity > 0); jobs' CPU needs are ignored elsewhere."""
+        return _frozen(self.node_cpu_milli > 0)
+
+    @cached_property
+    def ram_modelled(self) -> np.ndarray:
+        """Per node: True when its RAM is modelled (capacity > 0)."""
+        return _frozen(self.node_ram_mib > 0)
+
+    @cached_property
     def type_names(self) -> tuple[str, ...]:
         """Names of the GPU types present in the cluster, sorted; ``gpu_type_index`` indexes this tuple."""
         return tuple(sorted({n.gpu_type for n in self.nodes}))

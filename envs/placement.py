@@ -18,33 +18,53 @@ PlacementRule = Callable[[View, Job], "np.ndarray | None"]
 """The type of a placement rule: the ascending global GPU indices to start the job on, or None."""
 
 
+def eligible_free_gpus(view: View, job: Job) -> np.ndarray:
+    """Fully free GPUs per node, counting only nodes whose GPU type, memory and health suit ``job``.
+
+    CPU and RAM are not checked here: see :func:`usable_gpus_per_node` and :func:`node_has_cpu_ram`.
+    """
+    if not (job.gpu_types or job.gpu_mem_gib) and view.all_nodes_up:
+        return view.node_free_gpus
+    eligible = view.cluster.eligible_nodes(job.gpu_types, job.gpu_mem_gib) & view.node_up
+    return np.where(eligible, view.node_free_gpus, 0)
+
+
+def eligible_gpu_mask(view: View, job: Job) -> np.ndarray:
+    """Per GPU: True when its node suits ``job`` (type, memory, health) and it has ``job.gpu_milli`` free."""
+    c = view.cluster
+    node_ok = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib) & view.node_up
+    return node_ok[c.gpu_node] & (view.gpu_free_milli >= job.gpu_milli)
+
+
 def usable_gpus_per_node(view: View, job: Job) -> np.ndarray:
     """How many fully free GPUs of each node ``job`` could use now (type, memory, health, CPU and RAM)."""
-    c = view.cluster
-    unconstrained = not (job.gpu_types or job.gpu_mem_gib or job.cpu_milli_per_gpu or job.ram_mib_per_gpu)
-    if unconstrained and view.all_nodes_up:
-        return view.node_free_gpus
-    eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib) & view.node_up
-    usable = np.where(eligible, view.node_free_gpus, 0)
-    return _cap_by_cpu_ram(view, job, usable)
+    return _cap_by_cpu_ram(view, job, eligible_free_gpus(view, job))
 
 
 def usable_gpu_mask(view: View, job: Job) -> np.ndarray:
-    """Per GPU: True when a fractional ``job`` could take its share of that GPU now."""
+    """Per GPU: True when a fractional ``job`` could take its share of that GPU now (CPU and RAM included)."""
     c = view.cluster
-    node_ok = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib) & view.node_up
-    node_ok &= _cap_by_cpu_ram(view, job, np.ones(c.n_nodes, dtype=np.int64)) > 0
-    return node_ok[c.gpu_node] & (view.gpu_free_milli >= job.gpu_milli)
+    node_ok = _cap_by_cpu_ram(view, job, np.ones(c.n_nodes, dtype=np.int64)) > 0
+    return eligible_gpu_mask(view, job) & node_ok[c.gpu_node]
+
+
+def node_has_cpu_ram(view: View, job: Job, node: int, n_gpus: int) -> bool:
+    """True when ``node`` has the free CPU and RAM for ``n_gpus`` of the job's GPUs."""
+    c = view.cluster
+    cpu, ram = job.cpu_milli_per_gpu, job.ram_mib_per_gpu
+    if cpu and c.cpu_modelled[node] and view.node_free_cpu_milli[node] < n_gpus * cpu:
+        return False
+    return not (ram and c.ram_modelled[node] and view.node_free_ram_mib[node] < n_gpus * ram)
 
 
 def _cap_by_cpu_ram(view: View, job: Job, per_node: np.ndarray) -> np.ndarray:
     c = view.cluster
     if job.cpu_milli_per_gpu:
         by_cpu = view.node_free_cpu_milli // job.cpu_milli_per_gpu
-        per_node = np.where(c.node_cpu_milli > 0, np.minimum(per_node, by_cpu), per_node)
+        per_node = np.where(c.cpu_modelled, np.minimum(per_node, by_cpu), per_node)
     if job.ram_mib_per_gpu:
         by_ram = view.node_free_ram_mib // job.ram_mib_per_gpu
-        per_node = np.where(c.node_ram_mib > 0, np.minimum(per_node, by_ram), per_node)
+        per_node = np.where(c.ram_modelled, np.minimum(per_node, by_ram), per_node)
     return per_node
 
 
@@ -65,16 +85,20 @@ def first_fit(view: View, job: Job) -> np.ndarray | None:
 
     A fractional job takes the first GPU with enough free share.
     """
+    gpu_node = view.cluster.gpu_node
     if job.is_fractional:
-        candidates = np.flatnonzero(usable_gpu_mask(view, job))
-        return candidates[:1] if candidates.size else None
+        for g in eligible_gpu_mask(view, job).nonzero()[0]:
+            if node_has_cpu_ram(view, job, gpu_node[g], 1):
+                return np.array([g])
+        return None
     n = job.n_gpus
     if view.free_gpus < n:
         return None
-    usable = usable_gpus_per_node(view, job)
-    whole = (usable >= n).nonzero()[0]
-    if whole.size:
-        return free_gpus_of_node(view, int(whole[0]), n)
+    free = eligible_free_gpus(view, job)
+    for node in (free >= n).nonzero()[0]:
+        if node_has_cpu_ram(view, job, node, n):
+            return free_gpus_of_node(view, int(node), n)
+    usable = _cap_by_cpu_ram(view, job, free)
     cumulative = np.cumsum(usable)
     if cumulative[-1] < n:
         return None

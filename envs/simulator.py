@@ -50,8 +50,6 @@ class Simulator:
         if len(self._job_ids) != len(self._jobs):
             raise ConfigError("simulator: job ids must be unique")
         self._reject_cache: dict[tuple, RejectReason | None] = {}
-        self._cpu_modelled = cluster.node_cpu_milli > 0
-        self._ram_modelled = cluster.node_ram_mib > 0
         self.reset()
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
@@ -168,11 +166,11 @@ class Simulator:
     def _complete(self, job_id: int) -> None:
         running = self._running.pop(job_id)
         job = running.job
-        alloc, nodes, speed, level, factor, staging_s, timed_out, n_nodes = self._run_info.pop(job_id)
-        self._change_holdings(job, alloc, nodes, +1)
+        alloc, nodes, counts, speed, level, factor, staging_s, timed_out = self._run_info.pop(job_id)
+        self._change_holdings(job, alloc, nodes, counts, +1)
         self._records.append(JobRecord(
             job=job, state=JobState.COMPLETED, start_time_s=running.start_time_s, finish_time_s=self.time_s,
-            gpus=running.gpus, n_nodes=n_nodes, topology=level, speed=speed, topology_factor=factor,
+            gpus=running.gpus, n_nodes=len(nodes), topology=level, speed=speed, topology_factor=factor,
             staging_s=staging_s, timed_out=timed_out,
         ))
 
@@ -191,10 +189,10 @@ class Simulator:
             return RejectReason.NO_ELIGIBLE_GPU
         per_node = np.where(eligible, c.node_n_gpus, 0)
         if job.cpu_milli_per_gpu:
-            per_node = np.where(self._cpu_modelled, np.minimum(per_node, c.node_cpu_milli // job.cpu_milli_per_gpu),
+            per_node = np.where(c.cpu_modelled, np.minimum(per_node, c.node_cpu_milli // job.cpu_milli_per_gpu),
                                 per_node)
         if job.ram_mib_per_gpu:
-            per_node = np.where(self._ram_modelled, np.minimum(per_node, c.node_ram_mib // job.ram_mib_per_gpu),
+            per_node = np.where(c.ram_modelled, np.minimum(per_node, c.node_ram_mib // job.ram_mib_per_gpu),
                                 per_node)
         if not per_node.any():
             return RejectReason.CPU_RAM
@@ -206,11 +204,12 @@ class Simulator:
     def _refuse(self, reason: RefusalReason, job_id: int, detail: str) -> ActionRefused:
         return ActionRefused(reason, f"t={self.time_s:g}s: cannot start job {job_id}: {detail}")
 
-    def _validate(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> tuple[Job, GPUs, np.ndarray]:
-        """(job, GPUs, node of each GPU) for a valid Start; raises ActionRefused otherwise.
+    def _validate(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> tuple[Job, GPUs, list[int], list[int]]:
+        """(job, GPUs, nodes, GPUs per node) for a valid Start; raises ActionRefused otherwise.
 
         The GPUs come back ascending, as an index array or, when they form a contiguous range, as a slice
-        (indexing by slice is what keeps large SWF allocations cheap).
+        (indexing by slice is what keeps large SWF allocations cheap). ``nodes`` are the distinct nodes of the
+        allocation, ascending, and ``counts`` how many of its GPUs each holds.
         """
         job = self._pending.get(job_id)
         if job is None:
@@ -234,54 +233,60 @@ class Simulator:
             raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id, f"GPU indices must be in 0..{c.n_gpus - 1}")
         if alloc.size > 1 and alloc[-1] - alloc[0] + 1 == alloc.size:  # a contiguous range: index by slice
             alloc = slice(int(alloc[0]), int(alloc[-1]) + 1)
-        nodes = c.gpu_node[alloc]
-        if (job.gpu_types or job.gpu_mem_gib) and not c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)[nodes].all():
-            raise self._refuse(RefusalReason.GPU_TYPE, job_id, "a GPU's type is not allowed or has too little memory")
-        if not self._all_nodes_up and not self._node_up[nodes].all():
+        gpu_nodes = c.gpu_node[alloc]
+        if gpu_nodes[0] == gpu_nodes[-1]:  # ascending GPUs: one node iff first and last agree
+            nodes, counts = [int(gpu_nodes[0])], [job.n_gpus]
+        else:
+            unique, unique_counts = np.unique(gpu_nodes, return_counts=True)
+            nodes, counts = unique.tolist(), unique_counts.tolist()
+        if job.gpu_types or job.gpu_mem_gib:
+            eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)
+            if not all(eligible[n] for n in nodes):
+                raise self._refuse(RefusalReason.GPU_TYPE, job_id, "a GPU's type is not allowed or has too little memory")
+        if not self._all_nodes_up and not all(self._node_up[n] for n in nodes):
             raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
         if not (self._gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU
                 else self._gpu_free_milli[alloc[0]] >= job.gpu_milli):
             raise self._refuse(RefusalReason.GPU_BUSY, job_id, f"a GPU has less than {job.gpu_milli} milli-GPU free")
-        if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
-            counts = np.bincount(nodes, minlength=c.n_nodes)
-            cpu_short = self._cpu_modelled & (self._node_free_cpu < counts * job.cpu_milli_per_gpu)
-            ram_short = self._ram_modelled & (self._node_free_ram < counts * job.ram_mib_per_gpu)
-            if (cpu_short | ram_short).any():
-                raise self._refuse(RefusalReason.CPU_RAM, job_id, "a node has too little free CPU or RAM")
-        return job, alloc, nodes
+        cpu, ram = job.cpu_milli_per_gpu, job.ram_mib_per_gpu
+        if cpu or ram:
+            for n, k in zip(nodes, counts, strict=True):
+                if (c.cpu_modelled[n] and self._node_free_cpu[n] < k * cpu) or (
+                        c.ram_modelled[n] and self._node_free_ram[n] < k * ram):
+                    raise self._refuse(RefusalReason.CPU_RAM, job_id, f"node {n} has too little free CPU or RAM")
+        return job, alloc, nodes, counts
 
-    def _allocate(self, job: Job, alloc: GPUs, nodes: np.ndarray) -> None:
-        self._change_holdings(job, alloc, nodes, -1)
+    def _allocate(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int]) -> None:
+        self._change_holdings(job, alloc, nodes, counts, -1)
         del self._pending[job.job_id]
         key = (job.n_gpus, job.gpu_milli)
         self._demand[key] -= 1
         if not self._demand[key]:
             del self._demand[key]
-        speed, level, factor, staging_s, n_nodes = self._runtime_on(job, alloc, nodes)
+        speed, level, factor, staging_s = self._runtime_on(job, alloc, nodes)
         run_s = job.runtime_s / speed * factor + staging_s
         timed_out = self.runtime.kill_at_walltime and run_s > job.runtime_estimate_s
         if timed_out:
             run_s = job.runtime_estimate_s
         gpus = GpuSet.of(alloc)
         self._running[job.job_id] = RunningJob(job, self.time_s, self.time_s + job.runtime_estimate_s, gpus)
-        self._run_info[job.job_id] = (alloc, nodes, speed, level, factor, staging_s, timed_out, n_nodes)
+        self._run_info[job.job_id] = (alloc, nodes, counts, speed, level, factor, staging_s, timed_out)
         heapq.heappush(self._heap, (self.time_s + run_s, self._seq, job.job_id))
         self._seq += 1
 
-    def _change_holdings(self, job: Job, alloc: GPUs, nodes: np.ndarray, sign: int) -> None:
+    def _change_holdings(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int], sign: int) -> None:
         """Take (sign -1) or give back (sign +1) the job's share of ``alloc`` and of its nodes' CPU and RAM."""
         c = self.cluster
         milli = job.gpu_milli
-        size = nodes.size
+        size = job.n_gpus
         self._alloc_milli -= sign * milli * size
         if milli == MILLI_PER_GPU:
             self._gpu_free_milli[alloc] += sign * milli
             self._gpu_whole_free[alloc] = sign > 0
             self._free_gpus += sign * size
-            if size == 1 or nodes[0] == nodes[-1]:  # ascending GPUs: one node iff first and last agree
-                self._node_free_gpus[nodes[0]] += sign * size
-            else:
-                self._node_free_gpus += sign * np.bincount(nodes, minlength=c.n_nodes)
+            node_free = self._node_free_gpus
+            for n, k in zip(nodes, counts, strict=True):
+                node_free[n] += sign * k
         else:
             g = int(alloc[0])  # a fractional job holds one GPU, given as an index array
             before = int(self._gpu_free_milli[g])
@@ -292,36 +297,37 @@ class Simulator:
                 self._gpu_whole_free[g] = after == MILLI_PER_GPU
                 self._node_free_gpus[nodes[0]] += sign
                 self._free_gpus += sign
-        if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
-            counts = np.bincount(nodes, minlength=c.n_nodes)
-            self._node_free_cpu += sign * np.where(self._cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
-            self._node_free_ram += sign * np.where(self._ram_modelled, counts * job.ram_mib_per_gpu, 0)
+        cpu, ram = job.cpu_milli_per_gpu, job.ram_mib_per_gpu
+        if cpu or ram:
+            for n, k in zip(nodes, counts, strict=True):
+                if c.cpu_modelled[n]:
+                    self._node_free_cpu[n] += sign * cpu * k
+                if c.ram_modelled[n]:
+                    self._node_free_ram[n] += sign * ram * k
 
-    def _runtime_on(self, job: Job, alloc: GPUs, nodes: np.ndarray) -> tuple[float, TopologyLevel, float, float, int]:
-        """(speed, topology level, topology factor, staging time [s], node count) of ``job`` on ascending ``alloc``."""
+    def _runtime_on(self, job: Job, alloc: GPUs, nodes: list[int]) -> tuple[float, TopologyLevel, float, float]:
+        """(speed, topology level, topology factor, staging time [s]) of ``job`` on ascending ``alloc``."""
         c, model = self.cluster, self.runtime
-        single_node = nodes[0] == nodes[-1]
-        node_ids = [int(nodes[0])] if single_node else np.unique(nodes).tolist()
         islands = c.gpu_island[alloc]
         if islands[0] == islands[-1]:  # islands are numbered in GPU order
             level = TopologyLevel.ISLAND
-        elif single_node:
+        elif len(nodes) == 1:
             level = TopologyLevel.NODE
         else:
-            racks = c.node_rack[node_ids]
-            level = TopologyLevel.RACK if racks.min() == racks.max() else TopologyLevel.CROSS_RACK
+            racks = {c.nodes[n].rack for n in nodes}
+            level = TopologyLevel.RACK if len(racks) == 1 else TopologyLevel.CROSS_RACK
         speed = 1.0
         if model.use_speed:
-            types = {c.nodes[n].gpu_type for n in node_ids}
+            types = {c.nodes[n].gpu_type for n in nodes}
             overrides = dict(job.type_speeds)
             speed = min(overrides.get(t, c.gpu_types[t].speed) for t in types)
         factor = model.topology_factor(level, job.comm_sensitivity)
         staging_s = 0.0
         if model.use_staging and job.dataset_gib > 0:
-            hits = [self._caches[n].touch(job.dataset_id, job.dataset_gib) for n in node_ids]
+            hits = [self._caches[n].touch(job.dataset_id, job.dataset_gib) for n in nodes]
             if not all(hits):
                 staging_s = job.dataset_gib / model.staging_gib_per_s
-        return speed, level, factor, staging_s, len(node_ids)
+        return speed, level, factor, staging_s
 
 
 def _partial(free_milli: int) -> int:
