@@ -242,7 +242,7 @@ class Simulator:
         if job.gpu_types or job.gpu_mem_gib:
             eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)
             if not all(eligible[n] for n in nodes):
-                raise self._refuse(RefusalReason.GPU_TYPE, job_id, "a GPU's type is not allowed or has too little memory")
+                raise self._refuse(RefusalReason.GPU_TYPE, job_id, "a GPU type is not allowed or lacks memory")
         if not self._all_nodes_up and not all(self._node_up[n] for n in nodes):
             raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
         if not (self._gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU

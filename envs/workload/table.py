@@ -44,6 +44,9 @@ class Workload:
         return cls(name, tuple(sorted(jobs, key=lambda j: (j.submit_time_s, j.job_id))), **kwargs)  # type: ignore[arg-type]
 
     def _replace(self, jobs: tuple[Job, ...], suffix: str) -> Workload:
+        # Re-sort: shifting or scaling submit times can round two distinct times to one float, and the tie must
+        # then go to the lower job id (e.g. submits 1e9 + 1 and the next float up, job ids 9 and 2, load x3).
+        jobs = tuple(sorted(jobs, key=lambda j: (j.submit_time_s, j.job_id)))
         return dataclasses.replace(self, name=f"{self.name}{suffix}", jobs=jobs)
 
     def window(self, start: int, n_jobs: int, rebase: bool = True) -> Workload:
@@ -93,7 +96,7 @@ class Workload:
         factors = rng.uniform(1.0, max_overestimate, size=len(self.jobs))
         jobs = tuple(
             dataclasses.replace(j, runtime_estimate_s=max(j.runtime_s * float(f), 1.0))
-            for j, f in zip(self.jobs, factors)
+            for j, f in zip(self.jobs, factors, strict=True)
         )
         return self._replace(jobs, f"~noise{max_overestimate:g}")
 
