@@ -1,0 +1,224 @@
+"""Reading machinery shared by the trace loaders: lines, numbers, CSV rows and the job collector.
+
+Every function here turns bad input into :class:`~envs.errors.TraceFormatError` naming the file and the 1-based
+line, so that no loader leaks ``ValueError``, ``IndexError`` or ``UnicodeDecodeError``. Files are read whole
+(the largest published traces hold a few MB of text); gzip compression is detected by its magic bytes, whatever
+the file is called. Lines are split on ``\\n`` only (a trailing ``\\r`` is dropped), so line numbers are those an
+editor shows. A file that cannot be opened raises the usual ``OSError`` (it is not malformed, it is absent).
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from envs.errors import ConfigError, JobSpecError, TraceFormatError
+from envs.job import Job
+from envs.workload.table import Workload
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_SNIFF_BYTES = 64 * 1024  # what format detection reads of a file; also the gzip read size
+_SHOW_CHARS = 40  # longest field text quoted in full in an error message
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a text trace (plain or gzip), decoded as UTF-8; element ``i`` is line ``i + 1``."""
+    data = _read_bytes(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise TraceFormatError(str(path), line, f"byte {data[exc.start]:#04x} is not UTF-8 text") from None
+    return [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
+
+
+def first_line(path: str | Path) -> str:
+    """The first non-blank line of a trace, stripped (format sniffing; a damaged file gives what can be read)."""
+    with open(path, "rb") as f:
+        head = f.read(_SNIFF_BYTES)
+    if head.startswith(_GZIP_MAGIC):
+        try:  # a decompressor object, unlike gzip.open, returns what it has from a truncated stream
+            head = zlib.decompressobj(wbits=31).decompress(head, _SNIFF_BYTES)
+        except zlib.error:
+            return ""
+    for line in head.decode("utf-8", errors="replace").removeprefix("\ufeff").split("\n"):
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _is_gzip(path: str | Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == _GZIP_MAGIC
+
+
+def _read_bytes(path: str | Path) -> bytes:
+    if not _is_gzip(path):
+        return Path(path).read_bytes()
+    chunks: list[bytes] = []
+    newlines = 0
+    with gzip.open(path, "rb") as f:
+        try:
+            while chunk := f.read(_SNIFF_BYTES):
+                chunks.append(chunk)
+                newlines += chunk.count(b"\n")
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            raise TraceFormatError(str(path), newlines + 1, f"corrupt gzip data at or after this line: {exc}") from None
+    return b"".join(chunks)
+
+
+def show(text: str) -> str:
+    """``text`` quoted for an error message, shortened when long."""
+    return repr(text if len(text) <= _SHOW_CHARS else text[:_SHOW_CHARS] + "...")
+
+
+def _float_or_nan(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def number(text: str, path: str, line: int, what: str) -> float:
+    """``text`` as a finite float; ``what`` names the field in the error message."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceFormatError(path, line, f"{what} {show(text)} is not a number") from None
+    if not math.isfinite(value):
+        raise TraceFormatError(path, line, f"{what} {show(text)} is not a finite number")
+    return value
+
+
+def whole(text: str, path: str, line: int, what: str, minimum: int | None = None) -> int:
+    """``text`` as an integer (``"16"`` or ``"16.0"``), at least ``minimum`` when given."""
+    value = _float_or_nan(text)
+    if value.is_integer() and (minimum is None or value >= minimum):  # the fast path: nan and inf are not integers
+        return int(value)
+    value = number(text, path, line, what)
+    if not value.is_integer():
+        raise TraceFormatError(path, line, f"{what} {show(text)} is not a whole number")
+    raise TraceFormatError(path, line, f"{what} {show(text)} must be >= {minimum}")
+
+
+def seconds(text: str, path: str, line: int, what: str) -> float:
+    """``text`` as a finite, non-negative time [s]."""
+    value = _float_or_nan(text)
+    if 0 <= value < math.inf:  # false for nan
+        return value
+    number(text, path, line, what)
+    raise TraceFormatError(path, line, f"{what} {show(text)} must be >= 0")
+
+
+def csv_rows(path: str | Path, lines: Sequence[str], columns: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
+    """(line number, stripped fields in the order of ``columns``) for every non-blank data row of a CSV trace.
+
+    The first non-blank line is the header; it must name every column of ``columns`` (in any order; extra
+    columns are ignored). Fields are split on commas without quoting rules (no published trace quotes its
+    fields), so a line number always points at one physical line. A row with another field count than the header
+    is malformed.
+    """
+    where = str(path)
+    start = next((i for i, text in enumerate(lines) if text.strip()), 0)
+    header = [name.strip() for name in lines[start].split(",")] if lines else []
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise TraceFormatError(
+            where,
+            start + 1,
+            f"header lacks column(s) {', '.join(missing)}; expected a header like {','.join(columns)}",
+        )
+    index = [header.index(c) for c in columns]
+    width = len(header)
+    for lineno, text in enumerate(lines[start + 1 :], start=start + 2):
+        if not text.strip():
+            continue
+        fields = text.split(",")
+        if len(fields) != width:
+            raise TraceFormatError(where, lineno, f"{len(fields)} fields, but the header has {width}")
+        yield lineno, [fields[i].strip() for i in index]
+
+
+def trace_name(path: str | Path) -> str:
+    """A workload name from a file name: ``philly_trace.csv.gz`` → ``philly_trace``."""
+    name = Path(path).name
+    for suffix in (".gz", ".swf", ".csv", ".txt"):
+        name = name.removesuffix(suffix)
+    return name or "trace"
+
+
+def check_comm_sensitivity(value: float) -> float:
+    """Validate a loader's ``comm_sensitivity`` argument (in [0, 1])."""
+    if not 0 <= value <= 1:
+        raise ConfigError(f"comm_sensitivity: must be in [0, 1], got {value}")
+    return float(value)
+
+
+class JobCollector:
+    """Collects a loader's jobs and skip counts, then builds the :class:`Workload`.
+
+    Every record registers its job id, loaded or skipped, so a repeated id is reported at its second line.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self.jobs: list[Job] = []
+        self.skipped: Counter[str] = Counter()
+        self._line_of_id: dict[int, int] = {}
+
+    def _claim(self, line: int, job_id: int) -> None:
+        first = self._line_of_id.setdefault(job_id, line)
+        if first != line:
+            raise TraceFormatError(self.path, line, f"job id {job_id} repeats the id of line {first}")
+
+    def skip(self, line: int, job_id: int, reason: str) -> None:
+        """Count a well-formed but unusable record under ``reason``."""
+        self._claim(line, job_id)
+        self.skipped[reason] += 1
+
+    def add(self, line: int, **fields: object) -> None:
+        """Turn one record into a :class:`Job` (keyword arguments are Job's fields)."""
+        job_id = fields["job_id"]
+        assert isinstance(job_id, int)
+        self._claim(line, job_id)
+        try:
+            self.jobs.append(Job(**fields))  # type: ignore[arg-type]
+        except JobSpecError as exc:
+            raise TraceFormatError(self.path, line, str(exc)) from None
+
+    def add_gpu_job(
+        self, line: int, job_id: int, submit_s: float, runtime_s: float, n_gpus: int, comm_sensitivity: float
+    ) -> None:
+        """A whole-GPU job with a perfect estimate; skipped as ``no_gpus`` (n_gpus == 0) or ``zero_runtime``.
+
+        ``comm_sensitivity`` applies to multi-GPU jobs only (a one-GPU job does not communicate).
+        """
+        if n_gpus == 0:
+            self.skip(line, job_id, "no_gpus")
+        elif runtime_s == 0:
+            self.skip(line, job_id, "zero_runtime")
+        else:
+            self.add(
+                line,
+                job_id=job_id,
+                submit_time_s=submit_s,
+                runtime_s=runtime_s,
+                runtime_estimate_s=runtime_s,
+                n_gpus=n_gpus,
+                comm_sensitivity=comm_sensitivity if n_gpus > 1 else 0.0,
+            )
+
+    def workload(self, machine_gpus: int = 0) -> Workload:
+        """The collected jobs sorted by (submit time, job id), with the skip counts by reason."""
+        jobs = tuple(sorted(self.jobs, key=lambda j: (j.submit_time_s, j.job_id)))
+        return Workload(
+            name=trace_name(self.path),
+            jobs=jobs,
+            source=self.path,
+            skipped=dict(sorted(self.skipped.items())),
+            machine_gpus=machine_gpus,
+        )

@@ -1,0 +1,202 @@
+"""The workload inspector: what a trace holds, as a dict, as text, and as the ``python -m envs.workload`` command.
+
+A report (:func:`inspect_workload`) holds the jobs loaded, the records skipped by reason, the GPU-count mix (jobs
+asking for 1, 2, 3, ... whole GPUs, and fractional ones; also grouped by powers of two), the submit span, runtime
+figures, the GPU-hours demanded, and the offered load (:meth:`Workload.offered_load`) against a capacity in GPUs.
+:func:`inspect_trace` loads a file and finds the capacity the trace implies (:func:`default_capacity`).
+
+Command line::
+
+    python -m envs.workload PATH [--format swf|philly|openb|tiresias] [--capacity GPUS] [--json]
+
+``--json`` prints exactly one JSON object (the report) on stdout. Exit status: 0 done; 1 malformed trace; 2 bad
+arguments, unreadable file or unknown format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envs.errors import ConfigError, GpuschedError
+from envs.workload.loaders import TRACE_FORMATS, UnknownTraceFormat, detect_format, load_trace
+from envs.workload.openb import OPENB_NODE_LIST, load_openb_cluster
+from envs.workload.table import Workload
+
+PHILLY_PRESET = "philly-like"
+"""The cluster preset whose GPU count is the default capacity of a Philly trace."""
+
+_DAY_S = 86400.0
+_MAX_EXACT_MIX = 16  # more distinct GPU counts than this: the text report shows power-of-two buckets
+
+
+def gpu_mix(workload: Workload) -> dict[str, int]:
+    """Jobs by GPUs asked for: ``{"1": n1, "2": n2, ..., "fractional": nf}``, whole counts in increasing order."""
+    counts = Counter(0 if j.is_fractional else j.n_gpus for j in workload.jobs)
+    mix = {str(n): counts[n] for n in sorted(counts) if n > 0}
+    if counts[0]:
+        mix["fractional"] = counts[0]
+    return mix
+
+
+def gpu_mix_buckets(mix: dict[str, int]) -> dict[str, int]:
+    """``gpu_mix`` grouped by powers of two: ``"1"``, ``"2"``, ``"3-4"``, ``"5-8"``, ... and ``"fractional"``."""
+    buckets: dict[str, int] = {}
+    for key, count in mix.items():
+        if key == "fractional":
+            label = key
+        else:
+            upper = 1 << (int(key) - 1).bit_length()  # the power of two at or above the count
+            lower = upper // 2 + 1
+            label = str(upper) if lower >= upper else f"{lower}-{upper}"
+        buckets[label] = buckets.get(label, 0) + count
+    return buckets
+
+
+def inspect_workload(workload: Workload, capacity_gpus: int | None = None) -> dict[str, Any]:
+    """A JSON-ready summary of ``workload``; ``offered_load`` is None when ``capacity_gpus`` is None or < 1.
+
+    Times are in seconds (``submit_span_days`` in days), demand in GPU-hours (a fractional job counts its share).
+    """
+    jobs = workload.jobs
+    runtimes = [j.runtime_s for j in jobs]
+    first_s = jobs[0].submit_time_s if jobs else None
+    last_s = jobs[-1].submit_time_s if jobs else None
+    span_s = last_s - first_s if first_s is not None and last_s is not None else 0.0
+    skipped_total = sum(workload.skipped.values())
+    mix = gpu_mix(workload)
+    has_capacity = capacity_gpus is not None and capacity_gpus >= 1
+    return {
+        "name": workload.name,
+        "source": workload.source,
+        "records": len(jobs) + skipped_total,
+        "jobs": len(jobs),
+        "skipped_total": skipped_total,
+        "skipped": dict(workload.skipped),
+        "gpu_mix": mix,
+        "gpu_mix_buckets": gpu_mix_buckets(mix),
+        "submit_first_s": first_s,
+        "submit_last_s": last_s,
+        "submit_span_s": span_s,
+        "submit_span_days": span_s / _DAY_S,
+        "runtime_median_s": statistics.median(runtimes) if runtimes else None,
+        "runtime_mean_s": statistics.fmean(runtimes) if runtimes else None,
+        "runtime_max_s": max(runtimes) if runtimes else None,
+        "gpu_hours": sum(j.gpu_share * j.runtime_s for j in jobs) / 3600.0,
+        "machine_gpus": workload.machine_gpus,
+        "capacity_gpus": capacity_gpus if has_capacity else None,
+        "offered_load": workload.offered_load(capacity_gpus) if has_capacity else None,  # type: ignore[arg-type]
+    }
+
+
+def default_capacity(workload: Workload, fmt: str) -> tuple[int | None, str]:
+    """(GPUs, where the figure comes from) for a trace of format ``fmt``; (None, why) when there is none.
+
+    SWF: the machine size of its header. openb: the GPUs of ``openb_node_list_gpu_node.csv`` beside the pod list.
+    Philly: the ``philly-like`` cluster preset. Other formats: none.
+    """
+    if fmt == "swf":
+        if workload.machine_gpus > 0:
+            return workload.machine_gpus, "MaxProcs/MaxNodes header"
+        return None, "the trace has no MaxProcs/MaxNodes header"
+    if fmt == "openb":
+        node_list = Path(workload.source).parent / OPENB_NODE_LIST
+        if node_list.is_file():
+            return load_openb_cluster(node_list).n_gpus, f"GPU nodes of {node_list}"
+        return None, f"no {OPENB_NODE_LIST} beside the trace"
+    if fmt == "philly":
+        try:
+            from envs.presets import load_cluster
+
+            return load_cluster(PHILLY_PRESET).n_gpus, f"cluster preset {PHILLY_PRESET}"
+        except (ImportError, ConfigError) as exc:
+            return None, f"cluster preset {PHILLY_PRESET} unavailable: {exc}"
+    return None, f"the {fmt} format does not say"
+
+
+def inspect_trace(path: str | Path, fmt: str | None = None, capacity_gpus: int | None = None) -> dict[str, Any]:
+    """Load the trace at ``path`` and summarize it; capacity from ``capacity_gpus`` or else from the trace."""
+    fmt = detect_format(path) if fmt is None else fmt
+    workload = load_trace(path, fmt)
+    if capacity_gpus is None:
+        capacity_gpus, capacity_source = default_capacity(workload, fmt)
+    else:
+        capacity_source = "given"
+    return {"format": fmt, **inspect_workload(workload, capacity_gpus), "capacity_source": capacity_source}
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A report as aligned text lines, for people."""
+    jobs = report["jobs"]
+    lines = [
+        f"{report['name']} ({report.get('format', '?')} trace, {report['source']})",
+        f"  records         {report['records']:,}",
+        f"  jobs loaded     {jobs:,}",
+        f"  skipped         {report['skipped_total']:,}",
+    ]
+    lines += [f"    {reason:<13} {count:,}" for reason, count in report["skipped"].items()]
+    exact = len(report["gpu_mix"]) <= _MAX_EXACT_MIX
+    mix = report["gpu_mix"] if exact else report["gpu_mix_buckets"]
+    shown = ", ".join(f"{k}: {v:,} ({100 * v / jobs:.1f}%)" for k, v in mix.items())
+    lines.append(f"  GPUs per job    {shown or '-'}")
+    if jobs:
+        lines.append(
+            f"  submit span     {report['submit_span_s']:,.0f} s = {report['submit_span_days']:.2f} days "
+            f"(from {report['submit_first_s']:,.0f} s to {report['submit_last_s']:,.0f} s)"
+        )
+        lines.append(
+            f"  runtime         median {report['runtime_median_s']:,.0f} s, mean {report['runtime_mean_s']:,.0f} s, "
+            f"max {report['runtime_max_s']:,.0f} s"
+        )
+    lines.append(f"  demand          {report['gpu_hours']:,.1f} GPU-hours")
+    source = report.get("capacity_source", "")
+    if report["offered_load"] is None:
+        lines.append(f"  offered load    unknown ({source or 'no capacity'}; pass --capacity GPUS)")
+    else:
+        lines.append(f"  capacity        {report['capacity_gpus']:,} GPUs ({source})")
+        lines.append(f"  offered load    {report['offered_load']:.3f}")
+    return "\n".join(lines)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``python -m envs.workload`` command; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m envs.workload",
+        description="Inspect a workload trace: jobs, skipped records, GPU-count mix, submit span, offered load.",
+    )
+    parser.add_argument("path", help="trace file (.gz is read transparently)")
+    parser.add_argument("--format", choices=list(TRACE_FORMATS), help="trace format (default: detected)")
+    parser.add_argument(
+        "--capacity", type=_positive_int, metavar="GPUS", help="GPUs for the offered load (default: from the trace)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    args = parser.parse_args(argv)
+    try:
+        report = inspect_trace(args.path, args.format, args.capacity)
+    except UnknownTraceFormat as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot read {args.path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except GpuschedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0

@@ -1,0 +1,72 @@
+"""One entry point for every trace format: detect the format of a file and load it into a :class:`Workload`.
+
+Detection (:func:`detect_format`), first match wins: a name ending in ``.swf`` or ``.swf.gz`` → ``swf``; else the
+first non-blank line: ``;`` (an SWF header comment) → ``swf``, ``#job id`` → ``philly``, ``name,cpu_milli`` →
+``openb``, ``job_id,num_gpu,submit_time`` → ``tiresias``. Anything else, an openb node list included (a cluster,
+not a workload), raises :class:`UnknownTraceFormat`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from envs.errors import ConfigError, TraceFormatError
+from envs.workload._reader import check_comm_sensitivity, first_line
+from envs.workload.openb import load_openb
+from envs.workload.philly import load_philly
+from envs.workload.swf import load_swf
+from envs.workload.table import Workload
+from envs.workload.tiresias import load_tiresias
+
+TRACE_FORMATS: dict[str, Callable[..., Workload]] = {
+    "swf": lambda path, comm_sensitivity: load_swf(path),  # SWF jobs are rigid: no communication sensitivity
+    "philly": load_philly,
+    "openb": load_openb,
+    "tiresias": load_tiresias,
+}
+"""Loader of each format name, called as ``loader(path, comm_sensitivity)``."""
+
+_HEADER_PREFIXES = (
+    (";", "swf"),
+    ("#job id", "philly"),
+    ("name,cpu_milli", "openb"),
+    ("job_id,num_gpu,submit_time", "tiresias"),
+)
+
+
+class UnknownTraceFormat(TraceFormatError):
+    """A file whose trace format cannot be recognized."""
+
+
+def detect_format(path: str | Path) -> str:
+    """The format name of a trace file, from its name and first line; see the module docstring."""
+    name = Path(path).name.lower()
+    if name.endswith((".swf", ".swf.gz")):
+        return "swf"
+    head = first_line(path)
+    for prefix, fmt in _HEADER_PREFIXES:
+        if head.startswith(prefix):
+            return fmt
+    hint = (
+        " (this is an openb node list: a cluster, not a workload; load it with load_openb_cluster)"
+        if head.startswith("sn,cpu_milli")
+        else ""
+    )
+    shown = head if len(head) <= 60 else head[:60] + "..."
+    raise UnknownTraceFormat(
+        str(path), 1, f"unknown trace format{hint}; first line {shown!r}; known formats: {', '.join(TRACE_FORMATS)}"
+    )
+
+
+def load_trace(path: str | Path, fmt: str | None = None, *, comm_sensitivity: float = 0.5) -> Workload:
+    """Load a trace of format ``fmt`` (detected from the file when None) into a :class:`Workload`.
+
+    ``comm_sensitivity`` in [0, 1] goes to the multi-GPU jobs of GPU traces; SWF ignores it (its jobs are rigid).
+    """
+    check_comm_sensitivity(comm_sensitivity)
+    fmt = detect_format(path) if fmt is None else fmt
+    loader = TRACE_FORMATS.get(fmt)
+    if loader is None:
+        raise ConfigError(f"trace format: unknown format {fmt!r} (known: {', '.join(TRACE_FORMATS)})")
+    return loader(path, comm_sensitivity)
