@@ -19,10 +19,7 @@ class GpuSet(Sequence[int]):
     __slots__ = ("_idx",)
 
     def __init__(self, indices: range | np.ndarray) -> None:
-        if isinstance(indices, np.ndarray):
-            indices = indices.view()
-            indices.setflags(write=False)
-        self._idx = indices
+        self._idx = indices  # never handed out: readers get copies or Python ints
 
     @classmethod
     def of(cls, selector: slice | np.ndarray) -> GpuSet:
@@ -33,14 +30,15 @@ class GpuSet(Sequence[int]):
 
     @property
     def index(self) -> slice | np.ndarray:
-        """A numpy index for per-GPU arrays: a slice when contiguous, else the index array."""
+        """A numpy index for per-GPU arrays: a slice when contiguous, else the index array (do not modify it)."""
         if isinstance(self._idx, range):
             return slice(self._idx.start, self._idx.stop)
         return self._idx
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return np.asarray(self._idx if isinstance(self._idx, np.ndarray) else np.arange(self._idx.start,
-                                                                                           self._idx.stop), dtype)
+        if isinstance(self._idx, range):
+            return np.arange(self._idx.start, self._idx.stop, dtype=dtype)
+        return np.array(self._idx, dtype=dtype)
 
     def __len__(self) -> int:
         return len(self._idx)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from envs.allocation import GpuSet
 from envs.job import Job, JobState, RejectReason
@@ -21,9 +22,11 @@ class TopologyLevel(IntEnum):
     CROSS_RACK = 3  # several racks
 
 
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    """How one job ended. Times in seconds; NaN where a rejected job has none."""
+class JobRecord(NamedTuple):
+    """How one job ended. Times in seconds; NaN where a rejected job has none.
+
+    A named tuple rather than a dataclass: the simulator builds one per job on its hot path.
+    """
 
     job: Job
     state: JobState  # COMPLETED or REJECTED

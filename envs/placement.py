@@ -70,8 +70,17 @@ def _cap_by_cpu_ram(view: View, job: Job, per_node: np.ndarray) -> np.ndarray:
 
 def free_gpus_of_node(view: View, node: int, count: int) -> np.ndarray:
     """The first ``count`` fully free GPUs of ``node`` (global indices, ascending)."""
-    first, last = view.cluster.node_first_gpu[node], view.cluster.node_first_gpu[node + 1]
-    return view.gpu_whole_free[first:last].nonzero()[0][:count] + first
+    first, last = int(view.cluster.node_first_gpu[node]), int(view.cluster.node_first_gpu[node + 1])
+    free = view.gpu_whole_free
+    # Scan a prefix long enough to hold `count` free GPUs if they were spread evenly, and grow it if not: on a
+    # large node (an SWF machine has thousands of processors) this avoids scanning the whole node every time.
+    window = 64 + (3 * count * (last - first)) // (2 * max(int(view.node_free_gpus[node]), 1))
+    while True:
+        end = min(first + window, last)
+        found = free[first:end].nonzero()[0]
+        if found.size >= count or end == last:
+            return found[:count] + first
+        window *= 4
 
 
 def gather(view: View, nodes: np.ndarray, counts: np.ndarray) -> np.ndarray:

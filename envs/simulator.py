@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
 from collections.abc import Sequence
 from types import MappingProxyType
 
@@ -65,7 +64,7 @@ class Simulator:
         self._pending_view = MappingProxyType(self._pending)
         self._running_view = MappingProxyType(self._running)
         self._run_info: dict[int, tuple] = {}
-        self._demand: Counter[tuple[int, int]] = Counter()  # (n_gpus, gpu_milli) -> pending jobs asking for it
+        self._demand: dict[tuple[int, int], int] = {}  # (n_gpus, gpu_milli) -> pending jobs asking for it
         self._gpu_free_milli = np.full(c.n_gpus, MILLI_PER_GPU, dtype=np.int64)
         self._gpu_whole_free = np.ones(c.n_gpus, dtype=bool)
         self._node_free_gpus = c.node_n_gpus.copy()
@@ -161,7 +160,8 @@ class Simulator:
             self._records.append(JobRecord(job=job, state=JobState.REJECTED, reject_reason=reason))
             return
         self._pending[job.job_id] = job
-        self._demand[(job.n_gpus, job.gpu_milli)] += 1
+        key = (job.n_gpus, job.gpu_milli)
+        self._demand[key] = self._demand.get(key, 0) + 1
 
     def _complete(self, job_id: int) -> None:
         running = self._running.pop(job_id)
@@ -229,15 +229,16 @@ class Simulator:
             alloc = np.sort(alloc)
             if (alloc[1:] == alloc[:-1]).any():
                 raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id, f"a GPU is repeated in {gpus!r}")
-        if alloc[0] < 0 or alloc[-1] >= c.n_gpus:
+        lo, hi = int(alloc[0]), int(alloc[-1])
+        if lo < 0 or hi >= c.n_gpus:
             raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id, f"GPU indices must be in 0..{c.n_gpus - 1}")
-        if alloc.size > 1 and alloc[-1] - alloc[0] + 1 == alloc.size:  # a contiguous range: index by slice
-            alloc = slice(int(alloc[0]), int(alloc[-1]) + 1)
-        gpu_nodes = c.gpu_node[alloc]
-        if gpu_nodes[0] == gpu_nodes[-1]:  # ascending GPUs: one node iff first and last agree
-            nodes, counts = [int(gpu_nodes[0])], [job.n_gpus]
+        if alloc.size > 1 and hi - lo + 1 == alloc.size:  # a contiguous range: index by slice
+            alloc = slice(lo, hi + 1)
+        first_node = int(c.gpu_node[lo])
+        if first_node == c.gpu_node[hi]:  # ascending GPUs: one node iff the first and last GPU share it
+            nodes, counts = [first_node], [job.n_gpus]
         else:
-            unique, unique_counts = np.unique(gpu_nodes, return_counts=True)
+            unique, unique_counts = np.unique(c.gpu_node[alloc], return_counts=True)
             nodes, counts = unique.tolist(), unique_counts.tolist()
         if job.gpu_types or job.gpu_mem_gib:
             eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)
@@ -246,7 +247,7 @@ class Simulator:
         if not self._all_nodes_up and not all(self._node_up[n] for n in nodes):
             raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
         if not (self._gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU
-                else self._gpu_free_milli[alloc[0]] >= job.gpu_milli):
+                else self._gpu_free_milli[lo] >= job.gpu_milli):
             raise self._refuse(RefusalReason.GPU_BUSY, job_id, f"a GPU has less than {job.gpu_milli} milli-GPU free")
         cpu, ram = job.cpu_milli_per_gpu, job.ram_mib_per_gpu
         if cpu or ram:
@@ -260,8 +261,10 @@ class Simulator:
         self._change_holdings(job, alloc, nodes, counts, -1)
         del self._pending[job.job_id]
         key = (job.n_gpus, job.gpu_milli)
-        self._demand[key] -= 1
-        if not self._demand[key]:
+        left = self._demand[key] - 1
+        if left:
+            self._demand[key] = left
+        else:
             del self._demand[key]
         speed, level, factor, staging_s = self._runtime_on(job, alloc, nodes)
         run_s = job.runtime_s / speed * factor + staging_s
@@ -280,13 +283,14 @@ class Simulator:
         milli = job.gpu_milli
         size = job.n_gpus
         self._alloc_milli -= sign * milli * size
-        if milli == MILLI_PER_GPU:
-            self._gpu_free_milli[alloc] += sign * milli
+        if milli == MILLI_PER_GPU:  # whole GPUs are held exclusively: they go from all free to none and back
+            self._gpu_free_milli[alloc] = 0 if sign < 0 else MILLI_PER_GPU
             self._gpu_whole_free[alloc] = sign > 0
             self._free_gpus += sign * size
-            node_free = self._node_free_gpus
-            for n, k in zip(nodes, counts, strict=True):
-                node_free[n] += sign * k
+            if len(nodes) == 1:
+                self._node_free_gpus[nodes[0]] += sign * size
+            else:
+                self._node_free_gpus[nodes] += sign * np.array(counts)
         else:
             g = int(alloc[0])  # a fractional job holds one GPU, given as an index array
             before = int(self._gpu_free_milli[g])
@@ -308,8 +312,8 @@ class Simulator:
     def _runtime_on(self, job: Job, alloc: GPUs, nodes: list[int]) -> tuple[float, TopologyLevel, float, float]:
         """(speed, topology level, topology factor, staging time [s]) of ``job`` on ascending ``alloc``."""
         c, model = self.cluster, self.runtime
-        islands = c.gpu_island[alloc]
-        if islands[0] == islands[-1]:  # islands are numbered in GPU order
+        lo, hi = (alloc.start, alloc.stop - 1) if isinstance(alloc, slice) else (alloc[0], alloc[-1])
+        if c.gpu_island[lo] == c.gpu_island[hi]:  # islands are numbered in GPU order: one iff first and last agree
             level = TopologyLevel.ISLAND
         elif len(nodes) == 1:
             level = TopologyLevel.NODE

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -16,8 +15,7 @@ if TYPE_CHECKING:
     from envs.simulator import Simulator
 
 
-@dataclass(frozen=True, slots=True)
-class RunningJob:
+class RunningJob(NamedTuple):
     """A job that holds GPUs, as a real scheduler knows it: its expected end comes from the requested wall time."""
 
     job: Job
