@@ -89,11 +89,16 @@ class Simulator:
         """True once every job has ended (completed or rejected)."""
         return not self._pending and not self._running and self._next_arrival >= len(self._jobs)
 
+    @property
+    def events_left(self) -> bool:
+        """True while some event (an arrival or a completion) is still to come; waiting without one would stall."""
+        return bool(self._running) or self._next_arrival < len(self._jobs)
+
     def wait(self) -> None:
         """Advance to the next decision point (or to the end); raises SimulationStalled if nothing can happen."""
         if self.done:
             return
-        if not self._running and self._next_arrival >= len(self._jobs):
+        if not self.events_left:
             raise SimulationStalled(
                 f"t={self.time_s:g}s: the policy waited with {len(self._pending)} pending job(s), "
                 "nothing running and no future arrival"

@@ -96,7 +96,7 @@ def drive(cluster, jobs, seed: int, check: bool = True) -> JobLog:
     sim = Simulator(cluster, jobs, RuntimeConfig())
     while not sim.done:
         pending = list(sim.view.pending.values())
-        stalled = not sim.view.running and sim._next_arrival >= len(sim._jobs)
+        stalled = not sim.events_left
         if pending and (stalled or rng.random() < 0.7):
             job = rng.choice(pending)
             gpus = random_valid_gpus(sim, job, rng)
