@@ -118,6 +118,13 @@ class ClusterSpec:
         return _frozen(out)
 
     @cached_property
+    def islands_contiguous(self) -> bool:
+        """True when every NVLink island is a run of consecutive GPU indices (then an ascending allocation lies in
+        one island iff its first and last GPU do)."""
+        return all(list(island) == list(range(island[0], island[0] + len(island)))
+                   for node in self.nodes for island in (sorted(i) for i in node.islands))
+
+    @cached_property
     def node_rack(self) -> np.ndarray:
         """Rack of every node, shape (n_nodes,)."""
         return _frozen(np.array([n.rack for n in self.nodes], dtype=np.int64))

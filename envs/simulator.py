@@ -317,8 +317,13 @@ class Simulator:
     def _runtime_on(self, job: Job, alloc: GPUs, nodes: list[int]) -> tuple[float, TopologyLevel, float, float]:
         """(speed, topology level, topology factor, staging time [s]) of ``job`` on ascending ``alloc``."""
         c, model = self.cluster, self.runtime
-        lo, hi = (alloc.start, alloc.stop - 1) if isinstance(alloc, slice) else (alloc[0], alloc[-1])
-        if c.gpu_island[lo] == c.gpu_island[hi]:  # islands are numbered in GPU order: one iff first and last agree
+        if c.islands_contiguous:  # one island iff the first and last GPU share it
+            lo, hi = (alloc.start, alloc.stop - 1) if isinstance(alloc, slice) else (alloc[0], alloc[-1])
+            one_island = c.gpu_island[lo] == c.gpu_island[hi]
+        else:
+            islands = c.gpu_island[alloc]
+            one_island = bool((islands == islands[0]).all())
+        if one_island:
             level = TopologyLevel.ISLAND
         elif len(nodes) == 1:
             level = TopologyLevel.NODE

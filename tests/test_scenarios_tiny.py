@@ -12,7 +12,18 @@ from __future__ import annotations
 import pytest
 
 from baselines import FifoFirstFit
-from envs import Job, JobLog, JobRecord, JobState, RejectReason, RuntimeConfig, TopologyLevel, load_cluster, simulate
+from envs import (
+    Job,
+    JobLog,
+    JobRecord,
+    JobState,
+    RejectReason,
+    RuntimeConfig,
+    Simulator,
+    TopologyLevel,
+    load_cluster,
+    simulate,
+)
 from envs.presets import cluster_from_dict
 
 RIGID = RuntimeConfig.rigid()
@@ -154,3 +165,20 @@ def test_cpu_limit_of_a_node_blocks_a_second_job(tiny):
     # so first-fit puts it on node 1 (GPU 4), where it runs at V100 speed: 10 / 0.5 = 20 s.
     r = run(tiny, [Job(1, 0, 100, 100, cpu_milli_per_gpu=24_000), Job(2, 0, 10, 10, cpu_milli_per_gpu=24_000)])
     assert r[1].gpus == (0,) and r[2].gpus == (4,) and times(r[2]) == (0, 20)
+
+
+def test_interleaved_islands_are_detected():
+    # One 4-GPU node whose NVLink islands are {0, 2} and {1, 3}: GPUs 0 and 2 share an island (factor 1),
+    # GPUs 0, 1, 2 span both (PCIe: 1 + 1.0 * 0.15 = 1.15 -> 115 s).
+    cluster = cluster_from_dict({"name": "interleaved", "node_groups": [
+        {"count": 1, "gpu_type": "A100-40GB", "gpus": 4, "islands": [[0, 2], [1, 3]]}]})
+    sim = Simulator(cluster, [Job(1, 0, 100, 100, n_gpus=2, comm_sensitivity=1.0),
+                              Job(2, 0, 100, 100, n_gpus=3, comm_sensitivity=1.0)])
+    sim.start(1, [0, 2])
+    sim.wait()
+    sim.start(2, [0, 1, 2])
+    while not sim.done:
+        sim.wait()
+    r = {rec.job.job_id: rec for rec in sim.log().records}
+    assert r[1].topology is TopologyLevel.ISLAND and r[1].finish_time_s == pytest.approx(100)
+    assert r[2].topology is TopologyLevel.NODE and r[2].finish_time_s == pytest.approx(100 + 115)
