@@ -21,6 +21,8 @@ class FifoFirstFit:
 
     def act(self, view: View) -> Action:
         """Start the head of the queue if it fits now, else wait."""
+        if not view.scheduler_up:
+            return WAIT
         for job in view.pending.values():
             gpus = first_fit(view, job)
             return WAIT if gpus is None else Start(job.job_id, gpus)

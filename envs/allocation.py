@@ -19,7 +19,7 @@ class GpuSet(Sequence[int]):
     __slots__ = ("_idx",)
 
     def __init__(self, indices: range | np.ndarray) -> None:
-        self._idx = indices  # never handed out: readers get copies or Python ints
+        self._idx = indices  # never handed out writable: readers get copies, read-only views or Python ints
 
     @classmethod
     def of(cls, selector: slice | np.ndarray) -> GpuSet:
@@ -33,7 +33,9 @@ class GpuSet(Sequence[int]):
         """A numpy index for per-GPU arrays: a slice when contiguous, else the index array (do not modify it)."""
         if isinstance(self._idx, range):
             return slice(self._idx.start, self._idx.stop)
-        return self._idx
+        view = self._idx.view()
+        view.setflags(write=False)
+        return view
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if isinstance(self._idx, range):

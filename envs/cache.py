@@ -27,9 +27,11 @@ class LRUCache:
             self._items.move_to_end(dataset_id)
             return True
         if size_gib <= self.capacity_gib:
-            while self.used_gib + size_gib > self.capacity_gib:
+            while self._items and self.used_gib + size_gib > self.capacity_gib:
                 _, evicted = self._items.popitem(last=False)
                 self.used_gib -= evicted
+            if not self._items:
+                self.used_gib = 0.0  # no round-off left behind once empty
             self._items[dataset_id] = size_gib
             self.used_gib += size_gib
         return False

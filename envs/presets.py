@@ -117,9 +117,11 @@ def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
         raise ConfigError(f"{where}: give islands or island_size, not both")
     if "islands" in group:
         islands_raw = group["islands"]
-        if not isinstance(islands_raw, list) or not all(isinstance(x, list) for x in islands_raw):
-            raise ConfigError(f"{where}.islands: must be a list of lists of GPU indices")
-        islands = tuple(tuple(int(i) for i in island) for island in islands_raw)
+        if not isinstance(islands_raw, list) or not all(
+            isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in x) for x in islands_raw
+        ):
+            raise ConfigError(f"{where}.islands: must be a list of lists of integer GPU indices, got {islands_raw!r}")
+        islands = tuple(tuple(island) for island in islands_raw)
     else:
         size = _integer(group, "island_size", where, minimum=1) if "island_size" in group else n_gpus
         try:
@@ -129,13 +131,14 @@ def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
     if "rack" in group and "racks" in group:
         raise ConfigError(f"{where}: give rack or racks, not both")
     racks = group.get("racks", [group.get("rack", 0)])
-    if not isinstance(racks, list) or not racks or not all(isinstance(r, int) and r >= 0 for r in racks):
+    if not isinstance(racks, list) or not racks or not all(
+        isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in racks
+    ):
         raise ConfigError(f"{where}.racks: must be a non-empty list of rack ids >= 0, got {racks!r}")
     prefix = str(group.get("name", default_name))
     cpu_milli = round(_number(group, "cpus", where, default=0.0) * 1000)
     ram_mib = round(_number(group, "ram_gib", where, default=0.0) * 1024)
     cache_gib = _number(group, "cache_gib", where, default=0.0)
-    per_rack = -(-count // len(racks))
     try:
         return [
             NodeSpec(
@@ -145,7 +148,7 @@ def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
                 islands=islands,
                 cpu_milli=cpu_milli,
                 ram_mib=ram_mib,
-                rack=racks[k // per_rack],
+                rack=racks[k * len(racks) // count],  # contiguous, near-equal blocks
                 cache_gib=cache_gib,
             )
             for k in range(count)

@@ -150,14 +150,20 @@ class Simulator:
         self.time_s = t
 
     def _fragmented_milli(self) -> float:
-        """Idle milli-GPU that cannot host the smallest pending request (by GPUs, then share)."""
+        """Idle milli-GPU that cannot host the smallest pending request (fewest GPUs, then smallest share).
+
+        For a fractional request of m milli-GPU: the free share of every GPU with less than m free. For n whole
+        GPUs: every partly used GPU's free share, plus the free GPUs of each node holding fewer than min(n, node
+        size) free GPUs (a node smaller than the job can join a gang only when it is entirely free). Types, CPU and
+        health are not considered: this is the cluster-shape measure of SPEC §7.
+        """
         n, milli = min(self._demand)
         if milli < MILLI_PER_GPU:
             free = self._gpu_free_milli
             return float(free[(free > 0) & (free < milli)].sum())
-        c = self.cluster
-        stranded = (self._node_free_gpus < n) & (c.node_n_gpus >= n)
-        return self._partial_free_milli + MILLI_PER_GPU * float(self._node_free_gpus[stranded].sum())
+        free_gpus = self._node_free_gpus
+        stranded = free_gpus < np.minimum(n, self.cluster.node_n_gpus)
+        return self._partial_free_milli + MILLI_PER_GPU * float(free_gpus[stranded].sum())
 
     def _arrive(self, job: Job) -> None:
         reason = self._reject_reason(job)
@@ -199,11 +205,11 @@ class Simulator:
         if job.ram_mib_per_gpu:
             per_node = np.where(c.ram_modelled, np.minimum(per_node, c.node_ram_mib // job.ram_mib_per_gpu),
                                 per_node)
-        if not per_node.any():
+        if per_node.sum() >= job.n_gpus:
+            return None
+        if np.where(eligible, c.node_n_gpus, 0).sum() >= job.n_gpus:  # enough GPUs, but not their CPU or RAM
             return RejectReason.CPU_RAM
-        if per_node.sum() < job.n_gpus:
-            return RejectReason.TOO_MANY_GPUS
-        return None
+        return RejectReason.TOO_MANY_GPUS
 
     # ---- starting and releasing ---------------------------------------------------------------------------------
     def _refuse(self, reason: RefusalReason, job_id: int, detail: str) -> ActionRefused:
@@ -223,9 +229,13 @@ class Simulator:
             raise self._refuse(RefusalReason.UNKNOWN_JOB, job_id, "no job has this id")
         if not self._scheduler_up:
             raise self._refuse(RefusalReason.SCHEDULER_DOWN, job_id, "the scheduler is down")
-        alloc = np.asarray(gpus)
+        try:  # a private copy: the caller may reuse its buffer after the start
+            alloc = np.array(gpus)
+        except (TypeError, ValueError) as exc:
+            raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id, f"GPUs must be a list of integers: {exc}") from exc
         if alloc.ndim != 1 or (alloc.size and alloc.dtype.kind not in "iu"):
             raise self._refuse(RefusalReason.BAD_GPU_INDEX, job_id, f"GPUs must be a list of integers, got {gpus!r}")
+        alloc = alloc.astype(np.int64, copy=False)
         if alloc.size != job.n_gpus:
             raise self._refuse(RefusalReason.WRONG_GPU_COUNT, job_id,
                                f"it asks for {job.n_gpus} GPU(s), the allocation has {alloc.size}")

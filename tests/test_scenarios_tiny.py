@@ -132,6 +132,7 @@ def test_impossible_jobs_are_rejected_with_reason(tiny):
         Job(4, 0, 10, 10, n_gpus=6, gpu_types=frozenset({"A100-40GB"})),  # only 4 A100
         Job(5, 0, 10, 10, cpu_milli_per_gpu=40_000),  # 40 cores for one GPU; nodes have 32
         Job(6, 0, 10, 10, n_gpus=2),  # fine
+        Job(7, 0, 10, 10, n_gpus=8, cpu_milli_per_gpu=10_000),  # 8 GPUs exist, but 32 cores feed only 3 per node
     ]
     r = run(tiny, jobs)
     assert r[1].reject_reason is RejectReason.TOO_MANY_GPUS
@@ -139,7 +140,8 @@ def test_impossible_jobs_are_rejected_with_reason(tiny):
     assert r[3].reject_reason is RejectReason.NO_ELIGIBLE_GPU
     assert r[4].reject_reason is RejectReason.TOO_MANY_GPUS
     assert r[5].reject_reason is RejectReason.CPU_RAM
-    assert all(r[i].state is JobState.REJECTED for i in range(1, 6))
+    assert r[7].reject_reason is RejectReason.CPU_RAM
+    assert all(r[i].state is JobState.REJECTED for i in (1, 2, 3, 4, 5, 7))
     assert r[6].state is JobState.COMPLETED and times(r[6]) == (0, 10)
 
 
@@ -182,3 +184,15 @@ def test_interleaved_islands_are_detected():
     r = {rec.job.job_id: rec for rec in sim.log().records}
     assert r[1].topology is TopologyLevel.ISLAND and r[1].finish_time_s == pytest.approx(100)
     assert r[2].topology is TopologyLevel.NODE and r[2].finish_time_s == pytest.approx(100 + 115)
+
+
+def test_fragmentation_integral_follows_the_smallest_pending_job(tiny):
+    # J1 (5 GPUs) gangs over GPUs 0-4 for 100 s, leaving GPUs 5, 6, 7 of node 1 idle. J2 (4 GPUs) waits from t=0:
+    # node 1 holds 3 < min(4, 4) free GPUs, so all 3 idle GPUs are stranded. At t=50 J3 (1 GPU) queues behind J2
+    # (FIFO): the smallest pending request is now 1 GPU, which node 1 could host: nothing is stranded.
+    # Idle while pending: 3 GPUs x 100 s = 300 GPU-s; fragmented: 3 x 50 = 150 GPU-s.
+    log = simulate(tiny, [Job(1, 0, 100, 100, n_gpus=5), Job(2, 0, 10, 10, n_gpus=4), Job(3, 50, 10, 10)],
+                   FifoFirstFit(), RIGID)
+    assert log.idle_gpu_s_while_pending == pytest.approx(300)
+    assert log.fragmented_gpu_s == pytest.approx(150)
+    assert log.busy_gpu_s == pytest.approx(5 * 100 + 4 * 10 + 1 * 10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from envs import ActionRefused, Job, RefusalReason, SimulationStalled, Simulator, load_cluster
@@ -93,3 +94,22 @@ def test_decision_points_follow_events():
     sim.start(2, [0])
     sim.wait()
     assert sim.done and sim.time_s == 30
+
+
+def test_simulator_keeps_its_own_copy_of_the_allocation():
+    # A policy that reuses its buffer after a start must not change what the started job holds.
+    sim = Simulator(load_cluster("tiny"), [Job(1, 0, 10, 10, n_gpus=2), Job(2, 0, 10, 10, n_gpus=2)])
+    buffer = np.array([0, 2])
+    sim.start(1, buffer)
+    buffer[:] = [1, 3]
+    sim.start(2, buffer)
+    assert sim.view.running[1].gpus == (0, 2) and sim.view.running[2].gpus == (1, 3)
+    with pytest.raises(ValueError):
+        sim.view.running[2].gpus.index[0] = 5  # read-only
+
+
+def test_ragged_allocation_is_refused_as_bad_index():
+    sim = Simulator(load_cluster("tiny"), [Job(1, 0, 10, 10, n_gpus=2)])
+    with pytest.raises(ActionRefused) as info:
+        sim.start(1, [[0, 1], [2]])
+    assert info.value.reason is RefusalReason.BAD_GPU_INDEX
