@@ -25,7 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+import numpy as np
+
+from envs.cluster import ClusterSpec
 from envs.errors import ConfigError
+from envs.job import Job
 from envs.joblog import TopologyLevel
 
 
@@ -69,3 +73,26 @@ class RuntimeConfig:
             return 1.0
         alpha = (0.0, self.a_pcie, self.a_net, self.a_xrack)[level]
         return 1.0 + comm_sensitivity * alpha
+
+
+def topology_level(cluster: ClusterSpec, gpus: np.ndarray | slice, nodes: list[int]) -> TopologyLevel:
+    """The widest interconnect of an allocation: ascending GPU indices (or a slice) and its distinct nodes."""
+    if cluster.islands_contiguous:  # one island iff the first and last GPU share it
+        lo, hi = (gpus.start, gpus.stop - 1) if isinstance(gpus, slice) else (gpus[0], gpus[-1])
+        one_island = cluster.gpu_island[lo] == cluster.gpu_island[hi]
+    else:
+        islands = cluster.gpu_island[gpus]
+        one_island = bool((islands == islands[0]).all())
+    if one_island:
+        return TopologyLevel.ISLAND
+    if len(nodes) == 1:
+        return TopologyLevel.NODE
+    racks = {cluster.nodes[n].rack for n in nodes}
+    return TopologyLevel.RACK if len(racks) == 1 else TopologyLevel.CROSS_RACK
+
+
+def allocation_speed(cluster: ClusterSpec, job: Job, nodes: list[int]) -> float:
+    """Speed factor of ``job`` on ``nodes``: the slowest GPU type among them (the job's own speeds override)."""
+    types = {cluster.nodes[n].gpu_type for n in nodes}
+    overrides = dict(job.type_speeds)
+    return min(overrides.get(t, cluster.gpu_types[t].speed) for t in types)

@@ -25,7 +25,7 @@ from envs.errors import ActionRefused, ConfigError, SimulationStalled
 from envs.job import Job, JobState, RefusalReason, RejectReason
 from envs.joblog import JobLog, JobRecord, TopologyLevel
 from envs.policy import Policy, Start
-from envs.runtime import RuntimeConfig
+from envs.runtime import RuntimeConfig, allocation_speed, topology_level
 from envs.view import RunningJob, View
 from envs.workload.table import Workload
 
@@ -81,6 +81,7 @@ class Simulator:
         self._busy_milli_s = 0.0
         self._idle_pending_milli_s = 0.0
         self._frag_milli_s = 0.0
+        self._pending_job_s = 0.0  # ∫ number of pending jobs dt: the total wait so far [job-seconds]
         self.view = View(self)
         self._advance()
 
@@ -88,6 +89,16 @@ class Simulator:
     def done(self) -> bool:
         """True once every job has ended (completed or rejected)."""
         return not self._pending and not self._running and self._next_arrival >= len(self._jobs)
+
+    @property
+    def pending_job_s(self) -> float:
+        """∫ (number of pending jobs) dt so far [job-seconds]; at the end it equals the jobs' total wait."""
+        return self._pending_job_s
+
+    @property
+    def busy_gpu_s(self) -> float:
+        """∫ (allocated GPU share) dt so far [GPU-seconds]."""
+        return self._busy_milli_s / MILLI_PER_GPU
 
     @property
     def events_left(self) -> bool:
@@ -145,6 +156,7 @@ class Simulator:
         if dt > 0:
             self._busy_milli_s += self._alloc_milli * dt
             if self._pending:
+                self._pending_job_s += len(self._pending) * dt
                 self._idle_pending_milli_s += (self.cluster.n_gpus * MILLI_PER_GPU - self._alloc_milli) * dt
                 self._frag_milli_s += self._fragmented_milli() * dt
         self.time_s = t
@@ -327,24 +339,8 @@ class Simulator:
     def _runtime_on(self, job: Job, alloc: GPUs, nodes: list[int]) -> tuple[float, TopologyLevel, float, float]:
         """(speed, topology level, topology factor, staging time [s]) of ``job`` on ascending ``alloc``."""
         c, model = self.cluster, self.runtime
-        if c.islands_contiguous:  # one island iff the first and last GPU share it
-            lo, hi = (alloc.start, alloc.stop - 1) if isinstance(alloc, slice) else (alloc[0], alloc[-1])
-            one_island = c.gpu_island[lo] == c.gpu_island[hi]
-        else:
-            islands = c.gpu_island[alloc]
-            one_island = bool((islands == islands[0]).all())
-        if one_island:
-            level = TopologyLevel.ISLAND
-        elif len(nodes) == 1:
-            level = TopologyLevel.NODE
-        else:
-            racks = {c.nodes[n].rack for n in nodes}
-            level = TopologyLevel.RACK if len(racks) == 1 else TopologyLevel.CROSS_RACK
-        speed = 1.0
-        if model.use_speed:
-            types = {c.nodes[n].gpu_type for n in nodes}
-            overrides = dict(job.type_speeds)
-            speed = min(overrides.get(t, c.gpu_types[t].speed) for t in types)
+        level = topology_level(c, alloc, nodes)
+        speed = allocation_speed(c, job, nodes) if model.use_speed else 1.0
         factor = model.topology_factor(level, job.comm_sensitivity)
         staging_s = 0.0
         if model.use_staging and job.dataset_gib > 0:

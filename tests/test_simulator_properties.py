@@ -114,7 +114,11 @@ def drive(cluster, jobs, seed: int, check: bool = True) -> JobLog:
             sim.wait()
         if check:
             check_state(sim)
-    return sim.log()
+    log = sim.log()
+    # the wait integral the env's reward telescopes to: ∫ pending jobs dt = Σ wait
+    total_wait = sum(r.wait_s for r in log.completed())
+    assert abs(sim.pending_job_s - total_wait) <= 1e-9 * max(1.0, total_wait)
+    return log
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
