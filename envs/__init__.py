@@ -6,13 +6,16 @@ from envs.job import Job, JobState, RefusalReason, RejectReason
 from envs.joblog import JobLog, JobRecord, TopologyLevel
 from envs.policy import WAIT, Action, Policy, Start, Wait
 from envs.presets import load_cluster
+from envs.registration import register_envs
 from envs.runtime import RuntimeConfig
 from envs.simulator import Simulator, simulate
 from envs.view import RunningJob, View
+
+register_envs()
 
 __all__ = [
     "MILLI_PER_GPU", "WAIT", "Action", "ActionRefused", "ClusterSpec", "ConfigError", "GpuschedError", "Job",
     "JobLog", "JobRecord", "JobSpecError", "JobState", "NodeSpec", "Policy", "RefusalReason", "RejectReason",
     "RunningJob", "RuntimeConfig", "SimulationStalled", "Simulator", "Start", "TopologyLevel", "TraceFormatError",
-    "View", "Wait", "load_cluster", "simulate",
+    "View", "Wait", "load_cluster", "register_envs", "simulate",
 ]

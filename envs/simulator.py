@@ -85,6 +85,18 @@ class Simulator:
         self.view = View(self)
         self._advance()
 
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for derived in ("_pending_view", "_running_view", "view"):  # live read-only windows, rebuilt on load
+            del state[derived]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._pending_view = MappingProxyType(self._pending)
+        self._running_view = MappingProxyType(self._running)
+        self.view = View(self)
+
     @property
     def done(self) -> bool:
         """True once every job has ended (completed or rejected)."""
@@ -101,6 +113,16 @@ class Simulator:
         return self._busy_milli_s / MILLI_PER_GPU
 
     @property
+    def free_share(self) -> float:
+        """Share of the cluster's GPU capacity (milli-GPU) that is free now, in [0, 1]."""
+        return 1.0 - self._alloc_milli / (self.cluster.n_gpus * MILLI_PER_GPU)
+
+    @property
+    def n_ended(self) -> int:
+        """Jobs that have ended so far (completed or rejected)."""
+        return len(self._records)
+
+    @property
     def events_left(self) -> bool:
         """True while some event (an arrival or a completion) is still to come; waiting without one would stall."""
         return bool(self._running) or self._next_arrival < len(self._jobs)
@@ -115,6 +137,10 @@ class Simulator:
                 "nothing running and no future arrival"
             )
         self._advance()
+
+    def check_start(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> None:
+        """Raise :class:`ActionRefused` if ``start(job_id, gpus)`` would be refused now; change nothing."""
+        self._validate(job_id, gpus)
 
     def start(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> None:
         """Start pending job ``job_id`` on ``gpus`` now; raises :class:`ActionRefused` naming the reason."""

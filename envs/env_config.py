@@ -1,0 +1,87 @@
+"""The configuration of :class:`~envs.gym_env.GPUClusterEnv`: one frozen, validated object.
+
+Build it from defaults, a mapping (``EnvConfig.from_dict``) or keyword overrides (``config.replace(**kwargs)``);
+unknown keys are a :class:`~envs.errors.ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from envs.errors import ConfigError
+from envs.placement import get_placement_rule
+
+REWARD_TERMS = ("wait", "utilization")
+"""Names of the reward terms (see the env's docstring)."""
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Everything that defines a GPUClusterEnv variant."""
+
+    cluster: str = "hetero-64"  # preset name, YAML path, swf:N, openb:NODE_LIST.csv, or "auto" (the trace's own)
+    workload: str = "default"  # synthetic preset name / YAML path, or swf:PATH, philly:PATH, openb:PATH
+    episode_jobs: int = 256  # M: jobs per episode (a generated workload, or a window of the trace)
+    slots: int = 16  # K: pending jobs visible to the agent, in queue order
+    placement_rules: tuple[str, ...] = ("pack", "spread", "topology")  # P rules, see envs.placement
+    reward_weights: Mapping[str, float] = field(default_factory=lambda: {"wait": 1.0, "utilization": 0.0})
+    wait_scale_s: float = 3600.0  # the wait term pays -1 per job-hour of waiting [s]
+    runtime_model: str = "full"  # "full" (speed, topology, staging) or "rigid" (none: SWF-style)
+    load_factor: float = 1.0  # scales arrival rates (2 = twice the load)
+    max_overestimate: float = 1.0  # > 1: trace estimates become runtime × U(1, this) (trace runtimes are exact)
+    trace_split: str = "all"  # windows from the "train" part of a trace (by time), the "test" part, or "all"
+    train_fraction: float = 0.8  # share of the trace's submit span that is "train"
+    max_queue_obs: int = 256  # queue length that maps to 1.0 in the observation [jobs]
+    max_wait_obs_s: float = 86400.0  # waiting time that maps to 1.0 (log scale) [s]
+    max_runtime_obs_s: float = 7 * 86400.0  # requested wall time that maps to 1.0 (log scale) [s]
+    max_dataset_obs_gib: float = 1000.0  # dataset size that maps to 1.0 (log scale) [GiB]
+    max_priority_obs: int = 4  # priority class that maps to 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.placement_rules, tuple):
+            object.__setattr__(self, "placement_rules", tuple(self.placement_rules))
+        for key in ("episode_jobs", "slots", "max_queue_obs", "max_priority_obs"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"env.{key}: must be an integer >= 1, got {value!r}")
+        for key in ("wait_scale_s", "load_factor", "max_wait_obs_s", "max_runtime_obs_s", "max_dataset_obs_gib"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"env.{key}: must be a number > 0, got {value!r}")
+        if not self.placement_rules:
+            raise ConfigError("env.placement_rules: needs at least one rule")
+        for rule in self.placement_rules:
+            get_placement_rule(rule)
+        unknown = sorted(set(self.reward_weights) - set(REWARD_TERMS))
+        if unknown:
+            raise ConfigError(f"env.reward_weights.{unknown[0]}: unknown term (known: {', '.join(REWARD_TERMS)})")
+        object.__setattr__(self, "reward_weights", {t: float(self.reward_weights.get(t, 0.0)) for t in REWARD_TERMS})
+        if self.runtime_model not in ("full", "rigid"):
+            raise ConfigError(f"env.runtime_model: must be 'full' or 'rigid', got {self.runtime_model!r}")
+        if self.trace_split not in ("all", "train", "test"):
+            raise ConfigError(f"env.trace_split: must be 'all', 'train' or 'test', got {self.trace_split!r}")
+        if not 0 < self.train_fraction < 1:
+            raise ConfigError(f"env.train_fraction: must be in (0, 1), got {self.train_fraction!r}")
+        if not self.max_overestimate >= 1:
+            raise ConfigError(f"env.max_overestimate: must be >= 1, got {self.max_overestimate!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EnvConfig:
+        """Defaults overridden by ``data``; unknown keys are an error naming the key."""
+        return cls().replace(**data)
+
+    def replace(self, **overrides: Any) -> EnvConfig:
+        """A copy with ``overrides``; unknown keys are an error naming the key."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ConfigError(f"env.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+        return dataclasses.replace(self, **overrides)
+
+    @property
+    def n_actions(self) -> int:
+        """K · P + 1: a (slot, placement rule) pair per Start, plus Wait (the last action)."""
+        return self.slots * len(self.placement_rules) + 1

@@ -1,0 +1,239 @@
+"""The Gymnasium environment: a GPU cluster's scheduler as an agent that picks (job, placement) or Wait."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import islice
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.env_config import REWARD_TERMS, EnvConfig
+from envs.episodes import EpisodeSource
+from envs.errors import ActionRefused
+from envs.job import Job, RefusalReason
+from envs.metrics import summarize
+from envs.observation import ObservationEncoder, Placement
+from envs.placement import PLACEMENT_RULES
+from envs.simulator import Simulator
+
+
+class GPUClusterEnv(gym.Env):
+    """
+    ## Description
+    A GPU cluster's job queue and state, simulated event by event by :class:`envs.simulator.Simulator`. At every
+    decision point (after the arrivals and completions of one instant) the agent starts one of the first K pending
+    jobs with one of P placement rules, or waits for the next event. An episode replays one workload window of M
+    jobs: a freshly generated synthetic workload, or M consecutive jobs of a trace. Decision points where no start
+    is possible are skipped: the agent is asked only when it has a real choice.
+
+    ## Action Space
+    ``Discrete(K·P + 1)``: action ``k·P + p`` starts the job in visible slot k (queue order: submit time, then id)
+    on the GPUs chosen by placement rule ``config.placement_rules[p]``; action ``K·P`` is Wait. ``action_masks()``
+    (on the env itself) marks the feasible actions: a Start is legal iff its slot holds a job and the rule finds
+    room for it now; Wait is masked out only when no event is left (nothing running, no future arrival), so an
+    episode cannot stall. A masked action changes nothing: the step returns the same observation, reward 0 and
+    ``info["refused"]`` with the reason (so random-action checkers run; agents should use the mask).
+
+    ## Observation Space
+    A ``Dict`` of float32 arrays in [0, 1]:
+
+    | key | shape | feature | normalization |
+    |---|---|---|---|
+    | jobs | (K, 12) | present | 1 if the slot holds a job |
+    | | | gpus | log(1 + GPUs) / log(1 + cluster GPUs) |
+    | | | gpu_share | milli-GPU per GPU / 1000 (1 for whole GPUs) |
+    | | | estimate | log(1 + requested wall time) / log(1 + max_runtime_obs_s), clipped |
+    | | | wait | log(1 + now − submit) / log(1 + max_wait_obs_s), clipped |
+    | | | gpu_memory | per-GPU memory need / largest GPU memory of the cluster |
+    | | | type_constrained | 1 if the job allows only some GPU types |
+    | | | comm_sensitivity | c in [0, 1] |
+    | | | dataset | log(1 + dataset GiB) / log(1 + max_dataset_obs_gib), clipped |
+    | | | priority | priority class / max_priority_obs, clipped |
+    | | | preemptible | 1 if preemptible |
+    | | | fits_now | 1 if some placement rule can start it now |
+    | placements | (K, P, 6) | can_start | 1 if rule p can start the slot's job now (all 0 otherwise) |
+    | | | topology_penalty | (topology factor − 1) / max(a_pcie, a_net, a_xrack) |
+    | | | speed | speed factor of the allocation / fastest type of the cluster |
+    | | | nodes_per_gpu | nodes used / GPUs used |
+    | | | staging | 1 if the dataset must be staged to some node of the allocation |
+    | | | free_left_on_nodes | whole GPUs left free on the chosen nodes / their GPUs |
+    | cluster | (groups, 6) | free_gpus | free GPUs / GPUs of the node group (same type, size, rack) |
+    | | | free_nodes | entirely free nodes / nodes of the group |
+    | | | largest_free_share | most free GPUs on one node of the group / node size |
+    | | | free_cpu | free CPU / CPU of the group (1 if not modelled) |
+    | | | speed | speed factor of the group's type / fastest type |
+    | | | size | GPUs of the group / GPUs of the cluster |
+    | global | (6,) | time_of_day | (now mod 1 day) / 1 day |
+    | | | queue_beyond_window | max(0, pending − K) / max_queue_obs, clipped |
+    | | | queue | pending / max_queue_obs, clipped |
+    | | | utilization | allocated GPU share / cluster GPUs |
+    | | | jobs_ended | jobs of the episode ended (completed or rejected) / M |
+    | | | running | running jobs / max_queue_obs, clipped |
+
+    ## Rewards
+    A weighted sum of named terms, each reported unweighted in ``info["reward_terms"]`` (weights:
+    ``config.reward_weights``). Both are dense and telescope over an episode:
+    - ``wait`` = −(Δ ∫ pending jobs dt) / wait_scale_s: its episode sum is −(total wait of the episode's jobs) /
+      wait_scale_s (default −1 per job-hour). Weight 1 by default.
+    - ``utilization`` = (Δ ∫ allocated GPUs dt) / (cluster GPUs · wait_scale_s): its episode sum is the GPU-time
+      used over cluster size. Weight 0 by default.
+
+    ## Starting State
+    ``reset(seed=...)`` draws the episode's workload with ``self.np_random`` (a generator seed or a trace window)
+    and advances to the first decision point; the cluster is empty.
+
+    ## Episode End
+    Terminated when every job of the window has ended (completed or rejected at submission); ``info`` then carries
+    ``episode_metrics`` (SPEC §7, :func:`envs.metrics.summarize`). Truncated by ``max_episode_steps`` of the
+    registered id.
+
+    ## Arguments
+    ``gym.make("gpusched/GPUCluster-v0", config=EnvConfig(...) | dict, render_mode="ansi", **overrides)``; keyword
+    overrides are :class:`envs.env_config.EnvConfig` fields (unknown keys raise ``ConfigError``).
+
+    ## Version History
+    - v0: initial version.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(self, config: EnvConfig | Mapping[str, Any] | None = None, render_mode: str | None = None,
+                 **overrides: Any) -> None:
+        if isinstance(config, EnvConfig):
+            self.config = config.replace(**overrides)
+        else:
+            self.config = EnvConfig.from_dict({**(config or {}), **overrides})
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
+        self._source = EpisodeSource(self.config)
+        self.cluster = self._source.cluster
+        self._rules = [PLACEMENT_RULES[name] for name in self.config.placement_rules]
+        self._encoder = ObservationEncoder(self.cluster, self.config, self._source.runtime, self._rules)
+        self.action_space = spaces.Discrete(self.config.n_actions)
+        self.observation_space = self._encoder.space
+        self._sim: Simulator | None = None
+        self._slot_jobs: list[Job] = []
+        self._plans: list[list[Placement]] = []
+        self._mask = np.zeros(self.config.n_actions, dtype=bool)
+        self._n_jobs = 0
+
+    # ---- Gymnasium API -----------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        workload = self._source.sample(self.np_random)
+        self._n_jobs = len(workload)
+        self._encoder.start_episode(workload.jobs)
+        self._sim = Simulator(self.cluster, workload, self._source.runtime)
+        self._integrals = (self._sim.pending_job_s, self._sim.busy_gpu_s)
+        self._skip_to_choice()
+        return self._get_obs(), {"time_s": self._sim.time_s, "reward_terms": dict.fromkeys(REWARD_TERMS, 0.0)}
+
+    def step(self, action: int):
+        sim = self._require_sim()
+        try:
+            self._apply(int(action))
+        except ActionRefused as refused:  # a masked action: nothing happens, and info says why
+            info = {"time_s": sim.time_s, "reward_terms": dict.fromkeys(REWARD_TERMS, 0.0), "refused": str(refused)}
+            return self._get_obs(), 0.0, False, False, info
+        self._skip_to_choice()
+        terms = self._reward_terms()
+        reward = sum(self.config.reward_weights[name] * value for name, value in terms.items())
+        terminated = sim.done
+        info: dict[str, Any] = {"time_s": sim.time_s, "reward_terms": terms}
+        if terminated:
+            info["episode_metrics"] = summarize(sim.log())
+        return self._get_obs(), float(reward), terminated, False, info
+
+    def _apply(self, action: int) -> None:
+        """Carry out ``action``; raises ActionRefused for an action the mask forbids."""
+        sim = self._require_sim()
+        if not 0 <= action < self.config.n_actions:
+            raise ActionRefused(RefusalReason.UNKNOWN_JOB, f"action {action} is outside 0..{self.config.n_actions - 1}")
+        if action == self.config.n_actions - 1:
+            if not self._mask[-1]:
+                raise ActionRefused(RefusalReason.NOT_PENDING, "Wait is masked: no event is left, start a job")
+            sim.wait()
+            return
+        slot, rule = divmod(action, len(self._rules))
+        if slot >= len(self._slot_jobs):
+            raise ActionRefused(RefusalReason.UNKNOWN_JOB, f"action {action}: slot {slot} holds no job")
+        job, gpus = self._slot_jobs[slot], self._plans[slot][rule]
+        if gpus is None:
+            raise ActionRefused(RefusalReason.GPU_BUSY, f"action {action}: rule {self.config.placement_rules[rule]!r} "
+                                                        f"finds no room for job {job.job_id} now")
+        sim.start(job.job_id, gpus)
+
+    def action_masks(self) -> np.ndarray:
+        """Boolean mask of the legal actions at the current decision point (see the class docstring)."""
+        return self._mask.copy()
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._sim is None:
+            return None
+        return self._render_text()
+
+    # ---- helpers ---------------------------------------------------------------------------------------------
+    def _require_sim(self) -> Simulator:
+        if self._sim is None:
+            raise RuntimeError("call reset() before step()")
+        return self._sim
+
+    def _skip_to_choice(self) -> None:
+        """Plan the visible jobs; advance through decision points where no start is possible."""
+        sim = self._sim
+        assert sim is not None
+        while True:
+            self._slot_jobs = list(islice(sim.view.pending.values(), self.config.slots))
+            self._plans = self._encoder.plan(sim.view, self._slot_jobs)
+            can_start = any(plan[0] is not None for plan in self._plans)
+            if can_start or sim.done:
+                break
+            sim.wait()
+        mask = self._mask
+        mask[:] = False
+        p = len(self._rules)
+        for slot, plan in enumerate(self._plans):
+            for rule, gpus in enumerate(plan):
+                mask[slot * p + rule] = gpus is not None
+        mask[-1] = sim.events_left or sim.done
+
+    def _reward_terms(self) -> dict[str, float]:
+        sim = self._require_sim()
+        pending_job_s, busy_gpu_s = sim.pending_job_s, sim.busy_gpu_s
+        last_pending, last_busy = self._integrals
+        self._integrals = (pending_job_s, busy_gpu_s)
+        scale = self.config.wait_scale_s
+        return {
+            "wait": -(pending_job_s - last_pending) / scale,
+            "utilization": (busy_gpu_s - last_busy) / (self.cluster.n_gpus * scale),
+        }
+
+    def _get_obs(self) -> dict[str, np.ndarray]:
+        sim = self._require_sim()
+        return self._encoder.encode(
+            sim.view, self._slot_jobs, self._plans, n_pending=len(sim.view.pending),
+            allocated_share=1.0 - sim.free_share, jobs_ended_share=sim.n_ended / max(1, self._n_jobs),
+        )
+
+    def _render_text(self) -> str:
+        sim = self._require_sim()
+        view, c = sim.view, self.cluster
+        lines = [f"t={view.time_s:,.0f}s  pending={len(view.pending)}  running={len(view.running)}  "
+                 f"free GPUs={view.free_gpus}/{c.n_gpus}"]
+        for slot, job in enumerate(self._slot_jobs):
+            fits = "".join("+" if g is not None else "." for g in self._plans[slot])
+            lines.append(f"  slot {slot:2d}: job {job.job_id:>6} {job.gpu_share:g} GPU  "
+                         f"wait {view.time_s - job.submit_time_s:,.0f}s  rules [{fits}]")
+        symbols = np.where(view.gpu_whole_free, ".", np.where(view.gpu_free_milli > 0, "+", "#"))
+        shown = min(c.n_nodes, 32)
+        for node in range(shown):
+            first, last = c.node_first_gpu[node], c.node_first_gpu[node + 1]
+            spec = c.nodes[node]
+            lines.append(f"  {spec.name:>14} {spec.gpu_type:>9} r{spec.rack} [{''.join(symbols[first:last])}]")
+        if shown < c.n_nodes:
+            lines.append(f"  ... {c.n_nodes - shown} more nodes")
+        return "\n".join(lines)

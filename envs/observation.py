@@ -1,0 +1,163 @@
+"""The env's observation: what the agent sees of the queue, the candidate placements and the cluster.
+
+Every array is float32 in [0, 1]. ``jobs`` has one row per visible slot (the first K pending jobs in queue order),
+``placements`` one row per (slot, placement rule), ``cluster`` one row per node group (nodes of the same GPU type,
+size and rack), ``global`` a few scalars. The feature names below are the column order; the env's docstring
+documents each one's normalization.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.cluster import MILLI_PER_GPU, ClusterSpec
+from envs.env_config import EnvConfig
+from envs.job import Job
+from envs.runtime import RuntimeConfig, allocation_speed, topology_level
+from envs.view import View
+
+JOB_FEATURES = ("present", "gpus", "gpu_share", "estimate", "wait", "gpu_memory", "type_constrained",
+                "comm_sensitivity", "dataset", "priority", "preemptible", "fits_now")
+PLACEMENT_FEATURES = ("can_start", "topology_penalty", "speed", "nodes_per_gpu", "staging", "free_left_on_nodes")
+GROUP_FEATURES = ("free_gpus", "free_nodes", "largest_free_share", "free_cpu", "speed", "size")
+GLOBAL_FEATURES = ("time_of_day", "queue_beyond_window", "queue", "utilization", "jobs_ended", "running")
+
+Placement = np.ndarray | None
+PlacementRule = Callable[[View, Job], Placement]
+
+
+class ObservationEncoder:
+    """Builds observations (and the placements behind them) for one cluster and env config."""
+
+    def __init__(self, cluster: ClusterSpec, config: EnvConfig, runtime: RuntimeConfig,
+                 rules: Sequence[PlacementRule]) -> None:
+        self.cluster, self.config, self.runtime, self.rules = cluster, config, runtime, list(rules)
+        keys = [(n.gpu_type, n.n_gpus, n.rack) for n in cluster.nodes]
+        order = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        self.node_group = np.array([order[k] for k in keys])
+        self.n_groups = len(order)
+        self.group_gpus = np.bincount(self.node_group, weights=cluster.node_n_gpus).astype(np.float64)
+        self.group_nodes = np.bincount(self.node_group).astype(np.float64)
+        self.group_cpu = np.bincount(self.node_group, weights=cluster.node_cpu_milli).astype(np.float64)
+        node_speed = cluster.type_speed[cluster.node_type_index]
+        self.max_speed = float(cluster.type_speed.max())
+        self.group_speed = (np.bincount(self.node_group, weights=node_speed) / self.group_nodes) / self.max_speed
+        self.group_node_size = np.bincount(self.node_group, weights=cluster.node_n_gpus) / self.group_nodes
+        self.max_alpha = max(runtime.a_pcie, runtime.a_net, runtime.a_xrack, 1e-9)
+        self.max_memory = float(cluster.type_memory_gib.max())
+        self._log_gpus = math.log1p(cluster.n_gpus)
+        self._static: dict[int, np.ndarray] = {}
+        k, p = config.slots, len(self.rules)
+        self.space = spaces.Dict({
+            "jobs": spaces.Box(0.0, 1.0, (k, len(JOB_FEATURES)), np.float32),
+            "placements": spaces.Box(0.0, 1.0, (k, p, len(PLACEMENT_FEATURES)), np.float32),
+            "cluster": spaces.Box(0.0, 1.0, (self.n_groups, len(GROUP_FEATURES)), np.float32),
+            "global": spaces.Box(0.0, 1.0, (len(GLOBAL_FEATURES),), np.float32),
+        })
+
+    # ---- per episode -----------------------------------------------------------------------------------------
+    def start_episode(self, jobs: Sequence[Job]) -> None:
+        """Precompute the features of each job that do not change while it waits."""
+        c = self.config
+        self._static = {}
+        for job in jobs:
+            row = np.zeros(len(JOB_FEATURES), dtype=np.float32)
+            row[1] = math.log1p(job.n_gpus) / self._log_gpus
+            row[2] = job.gpu_milli / MILLI_PER_GPU
+            row[3] = min(1.0, math.log1p(job.runtime_estimate_s) / math.log1p(c.max_runtime_obs_s))
+            row[5] = min(1.0, job.gpu_mem_gib / self.max_memory)
+            row[6] = float(bool(job.gpu_types))
+            row[7] = job.comm_sensitivity
+            row[8] = min(1.0, math.log1p(job.dataset_gib) / math.log1p(c.max_dataset_obs_gib))
+            row[9] = min(1.0, max(0, job.priority) / c.max_priority_obs)
+            row[10] = float(job.preemptible)
+            self._static[job.job_id] = row
+
+    # ---- per decision point ----------------------------------------------------------------------------------
+    def plan(self, view: View, slot_jobs: Sequence[Job]) -> list[list[Placement]]:
+        """The allocation each rule would give each visible job now (None: it does not fit).
+
+        The rules depend only on a job's resource shape, so jobs of the same shape share one evaluation; rules are
+        complete, so when the first finds nothing no other is asked.
+        """
+        cache: dict[tuple, list[Placement]] = {}
+        plans = []
+        for job in slot_jobs:
+            key = (job.n_gpus, job.gpu_milli, job.gpu_types, job.gpu_mem_gib, job.cpu_milli_per_gpu,
+                   job.ram_mib_per_gpu)
+            plan = cache.get(key)
+            if plan is None:
+                first = self.rules[0](view, job) if view.scheduler_up else None
+                plan = [first] + ([rule(view, job) for rule in self.rules[1:]] if first is not None else
+                                  [None] * (len(self.rules) - 1))
+                cache[key] = plan
+            plans.append(plan)
+        return plans
+
+    def encode(self, view: View, slot_jobs: Sequence[Job], plans: Sequence[Sequence[Placement]], n_pending: int,
+               allocated_share: float, jobs_ended_share: float) -> dict[str, np.ndarray]:
+        """The observation for ``slot_jobs`` (in slot order) and their ``plans``."""
+        k, p = self.config.slots, len(self.rules)
+        jobs = np.zeros((k, len(JOB_FEATURES)), dtype=np.float32)
+        placements = np.zeros((k, p, len(PLACEMENT_FEATURES)), dtype=np.float32)
+        log_max_wait = math.log1p(self.config.max_wait_obs_s)
+        now = view.time_s
+        for slot, (job, plan) in enumerate(zip(slot_jobs, plans, strict=True)):
+            row = jobs[slot]
+            row[:] = self._static[job.job_id]
+            row[0] = 1.0
+            row[4] = min(1.0, math.log1p(now - job.submit_time_s) / log_max_wait)
+            row[11] = float(plan[0] is not None)
+            for rule, gpus in enumerate(plan):
+                if gpus is not None:
+                    placements[slot, rule] = self._placement_features(view, job, gpus)
+        return {
+            "jobs": jobs,
+            "placements": placements,
+            "cluster": self._cluster_features(view),
+            "global": self._global_features(view, n_pending, allocated_share, jobs_ended_share),
+        }
+
+    def _placement_features(self, view: View, job: Job, gpus: np.ndarray) -> list[float]:
+        c, model = self.cluster, self.runtime
+        gpu_nodes = c.gpu_node[gpus]
+        nodes = [int(gpu_nodes[0])] if gpu_nodes[0] == gpu_nodes[-1] else np.unique(gpu_nodes).tolist()
+        level = topology_level(c, gpus, nodes)
+        penalty = (model.topology_factor(level, job.comm_sensitivity) - 1.0) / self.max_alpha
+        speed = allocation_speed(c, job, nodes) / self.max_speed if model.use_speed else 1.0
+        staging = float(model.use_staging and job.dataset_gib > 0
+                        and not all(view.has_dataset(n, job.dataset_id) for n in nodes))
+        node_gpus = int(c.node_n_gpus[nodes].sum())
+        left = (int(view.node_free_gpus[nodes].sum()) - (job.n_gpus if not job.is_fractional else 0)) / node_gpus
+        return [1.0, min(1.0, penalty), min(1.0, speed), len(nodes) / job.n_gpus, staging, max(0.0, left)]
+
+    def _cluster_features(self, view: View) -> np.ndarray:
+        g = self.node_group
+        free = view.node_free_gpus
+        out = np.empty((self.n_groups, len(GROUP_FEATURES)), dtype=np.float32)
+        out[:, 0] = np.bincount(g, weights=free, minlength=self.n_groups) / self.group_gpus
+        out[:, 1] = np.bincount(g, weights=free == self.cluster.node_n_gpus, minlength=self.n_groups) / self.group_nodes
+        largest = np.zeros(self.n_groups)
+        np.maximum.at(largest, g, free)
+        out[:, 2] = largest / self.group_node_size
+        cpu = np.bincount(g, weights=view.node_free_cpu_milli, minlength=self.n_groups)
+        out[:, 3] = np.divide(cpu, self.group_cpu, out=np.ones(self.n_groups), where=self.group_cpu > 0)
+        out[:, 4] = self.group_speed
+        out[:, 5] = self.group_gpus / self.cluster.n_gpus
+        return np.clip(out, 0.0, 1.0, out=out)
+
+    def _global_features(self, view: View, n_pending: int, allocated_share: float,
+                         jobs_ended_share: float) -> np.ndarray:
+        c = self.config
+        return np.array([
+            (view.time_s % 86400.0) / 86400.0,
+            min(1.0, max(0, n_pending - c.slots) / c.max_queue_obs),
+            min(1.0, n_pending / c.max_queue_obs),
+            min(1.0, allocated_share),
+            min(1.0, jobs_ended_share),
+            min(1.0, len(view.running) / c.max_queue_obs),
+        ], dtype=np.float32)

@@ -1,0 +1,39 @@
+"""Registered env ids under the ``gpusched/`` namespace (registered on ``import envs``).
+
+Variants differ only in kwargs (EnvConfig fields). The trace variants need the trace's path:
+``gym.make("gpusched/SWF-v0", workload="swf:../shared/traces/lublin-synthetic/lublin_256.swf")``.
+In a process that has not imported ``envs`` (e.g. a ``SubprocVecEnv`` worker), prefix the id with the module:
+``gym.make("envs:gpusched/GPUCluster-v0")`` imports it and so registers the ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+ENTRY_POINT = "envs.gym_env:GPUClusterEnv"
+MAX_EPISODE_STEPS = 20_000  # truncation; an M = 256 episode takes about M starts plus a few hundred waits
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    # The default: synthetic workload on the 512-GPU hetero-64 cluster, placement by pack / spread / topology.
+    "gpusched/GPUCluster-v0": {},
+    # Two 4-GPU nodes, small jobs: for tests and quick learning checks.
+    "gpusched/GPUCluster-Tiny-v0": {"cluster": "tiny", "workload": "small", "episode_jobs": 32, "slots": 4},
+    # Priority only (P = 1): placement is always pack.
+    "gpusched/GPUCluster-PriorityOnly-v0": {"placement_rules": ("pack",)},
+    # Trace replays (give workload="FORMAT:PATH"): SWF on its own machine, rigid runtime, first-fit.
+    "gpusched/SWF-v0": {"workload": "swf:", "cluster": "auto", "runtime_model": "rigid",
+                        "placement_rules": ("firstfit",)},
+    "gpusched/Philly-v0": {"workload": "philly:", "cluster": "philly-like"},
+    "gpusched/Openb-v0": {"workload": "openb:", "cluster": "auto"},
+}
+"""Every registered id and the EnvConfig overrides that define it."""
+
+
+def register_envs() -> None:
+    """Register every variant with Gymnasium (idempotent)."""
+    for env_id, kwargs in VARIANTS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs),
+                         max_episode_steps=MAX_EPISODE_STEPS)

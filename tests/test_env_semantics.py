@@ -1,0 +1,129 @@
+"""The env's semantics: masks agree with the simulator, rewards telescope, slot features carry no hidden order."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401  (registers the ids)
+from envs import ActionRefused
+from envs.placement import usable_gpu_mask, usable_gpus_per_node
+
+
+def masked_random_episode(env: gym.Env, rng: np.random.Generator, check_masks: bool = False) -> tuple[dict, int]:
+    """Run one episode of a random masked policy; returns the summed reward terms and the step count."""
+    env.reset(seed=int(rng.integers(2**31)))
+    totals = {"wait": 0.0, "utilization": 0.0}
+    steps = 0
+    while True:
+        mask = env.unwrapped.action_masks()
+        assert mask.any(), "no legal action: the episode would stall"
+        if check_masks:
+            check_mask_against_simulator(env.unwrapped, mask)
+        _, _, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        assert "refused" not in info
+        for name, value in info["reward_terms"].items():
+            totals[name] += value
+        steps += 1
+        assert not truncated
+        if terminated:
+            return totals, steps
+
+
+def check_mask_against_simulator(env, mask: np.ndarray) -> None:
+    """Every unmasked Start is accepted by the simulator; every masked one could not start at all."""
+    sim, p = env._sim, len(env.config.placement_rules)
+    for action in range(env.config.n_actions - 1):
+        slot, rule = divmod(action, p)
+        if mask[action]:
+            job = env._slot_jobs[slot]
+            sim.check_start(job.job_id, env._plans[slot][rule])  # raises if refused
+        elif slot < len(env._slot_jobs):
+            job = env._slot_jobs[slot]
+            if job.is_fractional:
+                assert not usable_gpu_mask(sim.view, job).any()
+            else:
+                assert usable_gpus_per_node(sim.view, job).sum() < job.n_gpus
+    assert mask[-1] == sim.events_left
+
+
+@pytest.mark.parametrize("env_id", ["gpusched/GPUCluster-Tiny-v0", "gpusched/GPUCluster-v0"])
+def test_masks_agree_with_the_simulator_on_random_states(env_id):
+    env = gym.make(env_id, episode_jobs=40)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        masked_random_episode(env, rng, check_masks=True)
+
+
+def test_masked_actions_change_nothing_and_say_why():
+    env = gym.make("gpusched/GPUCluster-Tiny-v0")
+    obs, _ = env.reset(seed=1)
+    masked = np.flatnonzero(~env.unwrapped.action_masks())
+    assert masked.size
+    before = env.unwrapped._sim.time_s
+    obs2, reward, terminated, _, info = env.step(int(masked[0]))
+    assert "refused" in info and reward == 0.0 and not terminated
+    assert env.unwrapped._sim.time_s == before
+    for key in obs:
+        np.testing.assert_array_equal(obs[key], obs2[key])
+
+
+def test_random_masked_policy_runs_200_tiny_episodes_without_error_or_stall():
+    env = gym.make("gpusched/GPUCluster-Tiny-v0")
+    rng = np.random.default_rng(123)
+    ended = 0
+    for _ in range(200):
+        masked_random_episode(env, rng)
+        ended += env.unwrapped._sim.done
+    assert ended == 200
+
+
+@pytest.mark.parametrize("env_id", ["gpusched/GPUCluster-Tiny-v0", "gpusched/GPUCluster-v0"])
+def test_dense_reward_terms_telescope_to_the_episode_totals(env_id):
+    env = gym.make(env_id, episode_jobs=64)
+    totals, _ = masked_random_episode(env, np.random.default_rng(5))
+    log = env.unwrapped._sim.log()
+    scale = env.unwrapped.config.wait_scale_s
+    total_wait_s = sum(r.wait_s for r in log.completed())
+    assert total_wait_s > 0
+    assert totals["wait"] == pytest.approx(-total_wait_s / scale, rel=1e-6)
+    held_gpu_s = sum(r.job.gpu_share * r.run_s for r in log.completed())
+    assert totals["utilization"] == pytest.approx(held_gpu_s / (log.total_gpus * scale), rel=1e-6)
+
+
+def test_permuting_visible_jobs_permutes_their_rows():
+    env = gym.make("gpusched/GPUCluster-v0", episode_jobs=200).unwrapped
+    env.reset(seed=2)
+    rng = np.random.default_rng(0)
+    while len(env._slot_jobs) < 6:  # wait until several jobs are visible
+        env.step(env.config.n_actions - 1 if env.action_masks()[-1] else int(np.flatnonzero(env.action_masks())[0]))
+    sim, encoder = env._sim, env._encoder
+    jobs, plans = env._slot_jobs, env._plans
+    perm = rng.permutation(len(jobs))
+    common = {"n_pending": len(sim.view.pending), "allocated_share": 0.5, "jobs_ended_share": 0.1}
+    base = encoder.encode(sim.view, jobs, plans, **common)
+    permuted = encoder.encode(sim.view, [jobs[i] for i in perm], [plans[i] for i in perm], **common)
+    n = len(jobs)
+    np.testing.assert_array_equal(permuted["jobs"][:n], base["jobs"][:n][perm])
+    np.testing.assert_array_equal(permuted["placements"][:n], base["placements"][:n][perm])
+    np.testing.assert_array_equal(permuted["cluster"], base["cluster"])
+    np.testing.assert_array_equal(permuted["global"], base["global"])
+
+
+def test_observations_stay_in_bounds_over_an_episode():
+    env = gym.make("gpusched/GPUCluster-v0", episode_jobs=64)
+    obs, _ = env.reset(seed=4)
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        assert env.observation_space.contains(obs)
+        obs, _, terminated, _, _ = env.step(int(rng.choice(np.flatnonzero(env.unwrapped.action_masks()))))
+        if terminated:
+            break
+
+
+def test_refused_start_through_the_simulator_is_typed():
+    env = gym.make("gpusched/GPUCluster-Tiny-v0").unwrapped
+    env.reset(seed=0)
+    with pytest.raises(ActionRefused):
+        env._sim.check_start(-5, [0])
