@@ -171,6 +171,11 @@ class ClusterSpec:
         return _frozen(np.array([self.gpu_types[t].speed for t in self.type_names], dtype=np.float64))
 
     @cached_property
+    def node_speed(self) -> np.ndarray:
+        """Speed factor of every node's GPU type, shape (n_nodes,)."""
+        return _frozen(self.type_speed[self.node_type_index])
+
+    @cached_property
     def type_memory_gib(self) -> np.ndarray:
         """Memory [GiB] of each type in ``type_names``."""
         return _frozen(np.array([self.gpu_types[t].memory_gib for t in self.type_names], dtype=np.float64))

@@ -40,6 +40,9 @@ class ObservationEncoder:
         order = {k: i for i, k in enumerate(dict.fromkeys(keys))}
         self.node_group = np.array([order[k] for k in keys])
         self.n_groups = len(order)
+        self._by_group = np.argsort(self.node_group, kind="stable")  # nodes sorted by group, for reduceat
+        self._group_starts = np.searchsorted(self.node_group[self._by_group], np.arange(self.n_groups))
+        self._membership = (self.node_group[None, :] == np.arange(self.n_groups)[:, None]).astype(np.float64)
         self.group_gpus = np.bincount(self.node_group, weights=cluster.node_n_gpus).astype(np.float64)
         self.group_nodes = np.bincount(self.node_group).astype(np.float64)
         self.group_cpu = np.bincount(self.node_group, weights=cluster.node_cpu_milli).astype(np.float64)
@@ -106,6 +109,7 @@ class ObservationEncoder:
         placements = np.zeros((k, p, len(PLACEMENT_FEATURES)), dtype=np.float32)
         log_max_wait = math.log1p(self.config.max_wait_obs_s)
         now = view.time_s
+        shared: dict[int, tuple] = {}  # per allocation (slots of one shape share them): what does not depend on the job
         for slot, (job, plan) in enumerate(zip(slot_jobs, plans, strict=True)):
             row = jobs[slot]
             row[:] = self._static[job.job_id]
@@ -114,7 +118,7 @@ class ObservationEncoder:
             row[11] = float(plan[0] is not None)
             for rule, gpus in enumerate(plan):
                 if gpus is not None:
-                    placements[slot, rule] = self._placement_features(view, job, gpus)
+                    placements[slot, rule] = self._placement_features(view, job, gpus, shared)
         return {
             "jobs": jobs,
             "placements": placements,
@@ -122,29 +126,35 @@ class ObservationEncoder:
             "global": self._global_features(view, n_pending, allocated_share, jobs_ended_share),
         }
 
-    def _placement_features(self, view: View, job: Job, gpus: np.ndarray) -> list[float]:
+    def _placement_features(self, view: View, job: Job, gpus: np.ndarray, shared: dict[int, tuple]) -> list[float]:
         c, model = self.cluster, self.runtime
-        gpu_nodes = c.gpu_node[gpus]
-        nodes = [int(gpu_nodes[0])] if gpu_nodes[0] == gpu_nodes[-1] else np.unique(gpu_nodes).tolist()
-        level = topology_level(c, gpus, nodes)
+        known = shared.get(id(gpus))
+        if known is None:
+            first_node = int(c.gpu_node[gpus[0]])
+            if first_node == c.gpu_node[gpus[-1]]:
+                nodes = [first_node]
+                free, size = int(view.node_free_gpus[first_node]), int(c.node_n_gpus[first_node])
+            else:
+                nodes = np.unique(c.gpu_node[gpus]).tolist()
+                free, size = int(view.node_free_gpus[nodes].sum()), int(c.node_n_gpus[nodes].sum())
+            left = max(0.0, (free - (0 if job.is_fractional else job.n_gpus)) / size)
+            known = (nodes, topology_level(c, gpus, nodes), left)
+            shared[id(gpus)] = known
+        nodes, level, left = known
         penalty = (model.topology_factor(level, job.comm_sensitivity) - 1.0) / self.max_alpha
         speed = allocation_speed(c, job, nodes) / self.max_speed if model.use_speed else 1.0
         staging = float(model.use_staging and job.dataset_gib > 0
                         and not all(view.has_dataset(n, job.dataset_id) for n in nodes))
-        node_gpus = int(c.node_n_gpus[nodes].sum())
-        left = (int(view.node_free_gpus[nodes].sum()) - (job.n_gpus if not job.is_fractional else 0)) / node_gpus
-        return [1.0, min(1.0, penalty), min(1.0, speed), len(nodes) / job.n_gpus, staging, max(0.0, left)]
+        return [1.0, min(1.0, penalty), min(1.0, speed), len(nodes) / job.n_gpus, staging, left]
 
     def _cluster_features(self, view: View) -> np.ndarray:
-        g = self.node_group
         free = view.node_free_gpus
+        member = self._membership
         out = np.empty((self.n_groups, len(GROUP_FEATURES)), dtype=np.float32)
-        out[:, 0] = np.bincount(g, weights=free, minlength=self.n_groups) / self.group_gpus
-        out[:, 1] = np.bincount(g, weights=free == self.cluster.node_n_gpus, minlength=self.n_groups) / self.group_nodes
-        largest = np.zeros(self.n_groups)
-        np.maximum.at(largest, g, free)
-        out[:, 2] = largest / self.group_node_size
-        cpu = np.bincount(g, weights=view.node_free_cpu_milli, minlength=self.n_groups)
+        out[:, 0] = member @ free / self.group_gpus
+        out[:, 1] = member @ (free == self.cluster.node_n_gpus) / self.group_nodes
+        out[:, 2] = np.maximum.reduceat(free[self._by_group], self._group_starts) / self.group_node_size
+        cpu = member @ view.node_free_cpu_milli
         out[:, 3] = np.divide(cpu, self.group_cpu, out=np.ones(self.n_groups), where=self.group_cpu > 0)
         out[:, 4] = self.group_speed
         out[:, 5] = self.group_gpus / self.cluster.n_gpus

@@ -55,8 +55,14 @@ def eligible_gpu_mask(view: View, job: Job) -> np.ndarray:
 
 
 def usable_gpus_per_node(view: View, job: Job) -> np.ndarray:
-    """How many fully free GPUs of each node ``job`` could use now (type, memory, health, CPU and RAM)."""
-    return _cap_by_cpu_ram(view, job, eligible_free_gpus(view, job))
+    """How many fully free GPUs of each node ``job`` could use now (type, memory, health, CPU and RAM).
+
+    Read-only, and memoized on the view per state: jobs of one shape share it until the holdings change.
+    """
+    if not (job.cpu_milli_per_gpu or job.ram_mib_per_gpu):
+        return eligible_free_gpus(view, job)
+    key = ("usable", job.gpu_types, job.gpu_mem_gib, job.cpu_milli_per_gpu, job.ram_mib_per_gpu)
+    return view.memoized(key, lambda: _cap_by_cpu_ram(view, job, eligible_free_gpus(view, job)))
 
 
 def usable_gpu_mask(view: View, job: Job) -> np.ndarray:
@@ -125,7 +131,7 @@ def first_fit(view: View, job: Job) -> np.ndarray | None:
     for node in (free >= n).nonzero()[0]:
         if node_has_cpu_ram(view, job, node, n):
             return free_gpus_of_node(view, int(node), n)
-    usable = _cap_by_cpu_ram(view, job, free)
+    usable = usable_gpus_per_node(view, job)
     cumulative = np.cumsum(usable)
     if cumulative[-1] < n:
         return None

@@ -93,6 +93,9 @@ def topology_level(cluster: ClusterSpec, gpus: np.ndarray | slice, nodes: list[i
 
 def allocation_speed(cluster: ClusterSpec, job: Job, nodes: list[int]) -> float:
     """Speed factor of ``job`` on ``nodes``: the slowest GPU type among them (the job's own speeds override)."""
+    if not job.type_speeds:
+        speeds = cluster.node_speed
+        return float(speeds[nodes[0]]) if len(nodes) == 1 else float(speeds[nodes].min())
     types = {cluster.nodes[n].gpu_type for n in nodes}
     overrides = dict(job.type_speeds)
     return min(overrides.get(t, cluster.gpu_types[t].speed) for t in types)

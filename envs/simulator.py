@@ -74,6 +74,7 @@ class Simulator:
         self._all_nodes_up = True
         self._scheduler_up = True
         self._free_gpus = c.n_gpus
+        self._version = 0  # bumped whenever the holdings change; views memoize derived arrays per version
         self._alloc_milli = 0  # Σ allocated milli-GPU
         self._partial_free_milli = 0  # Σ free milli-GPU on GPUs that are partly in use
         self._caches = [LRUCache(n.cache_gib) for n in c.nodes]
@@ -336,6 +337,7 @@ class Simulator:
         milli = job.gpu_milli
         size = job.n_gpus
         self._alloc_milli -= sign * milli * size
+        self._version += 1
         if milli == MILLI_PER_GPU:  # whole GPUs are held exclusively: they go from all free to none and back
             self._gpu_free_milli[alloc] = 0 if sign < 0 else MILLI_PER_GPU
             self._gpu_whole_free[alloc] = sign > 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -30,11 +30,13 @@ class View:
     Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
     """
 
-    __slots__ = ("_sim", "cluster", "gpu_free_milli", "gpu_whole_free", "node_free_cpu_milli", "node_free_gpus",
-                 "node_free_ram_mib", "node_up", "pending", "running")
+    __slots__ = ("_memo", "_memo_version", "_sim", "cluster", "gpu_free_milli", "gpu_whole_free",
+                 "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending", "running")
 
     def __init__(self, sim: Simulator) -> None:
         self._sim = sim
+        self._memo: dict[object, np.ndarray] = {}
+        self._memo_version = -1
         self.cluster: ClusterSpec = sim.cluster
         self.pending: Mapping[int, Job] = sim._pending_view
         self.running: Mapping[int, RunningJob] = sim._running_view
@@ -64,6 +66,21 @@ class View:
     def scheduler_up(self) -> bool:
         """False while the scheduler is down (no job may start)."""
         return self._sim._scheduler_up
+
+    def memoized(self, key: object, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """``compute()`` once per state of the holdings: placement rules share derived arrays through this.
+
+        The returned array is read-only; it is recomputed after any start or completion.
+        """
+        if self._memo_version != self._sim._version:
+            self._memo.clear()
+            self._memo_version = self._sim._version
+        value = self._memo.get(key)
+        if value is None:
+            value = compute()
+            value.setflags(write=False)
+            self._memo[key] = value
+        return value
 
     def has_dataset(self, node: int, dataset_id: str) -> bool:
         """True when ``dataset_id`` is in the cache of node ``node``."""
