@@ -54,7 +54,10 @@ class EnvConfig:
         if not self.placement_rules:
             raise ConfigError("env.placement_rules: needs at least one rule")
         for rule in self.placement_rules:
-            get_placement_rule(rule)
+            try:
+                get_placement_rule(rule)
+            except ConfigError as exc:
+                raise ConfigError(f"env.placement_rules: {exc}") from exc
         unknown = sorted(set(self.reward_weights) - set(REWARD_TERMS))
         if unknown:
             raise ConfigError(f"env.reward_weights.{unknown[0]}: unknown term (known: {', '.join(REWARD_TERMS)})")

@@ -92,7 +92,9 @@ class GPUClusterEnv(gym.Env):
 
     ## Arguments
     ``gym.make("gpusched/GPUCluster-v0", config=EnvConfig(...) | dict, render_mode="ansi", **overrides)``; keyword
-    overrides are :class:`envs.env_config.EnvConfig` fields (unknown keys raise ``ConfigError``).
+    overrides are :class:`envs.env_config.EnvConfig` fields (unknown keys raise ``ConfigError``). Precedence:
+    EnvConfig defaults < the registered variant (``variant``) < a ``config`` dict < keyword overrides; an
+    ``EnvConfig`` object is complete and replaces the defaults and the variant.
 
     ## Version History
     - v0: initial version.
@@ -101,11 +103,13 @@ class GPUClusterEnv(gym.Env):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
 
     def __init__(self, config: EnvConfig | Mapping[str, Any] | None = None, render_mode: str | None = None,
-                 **overrides: Any) -> None:
+                 variant: Mapping[str, Any] | None = None, **overrides: Any) -> None:
+        # precedence: EnvConfig defaults < the registered variant's settings < config < keyword overrides;
+        # a complete EnvConfig object replaces the defaults and the variant
         if isinstance(config, EnvConfig):
             self.config = config.replace(**overrides)
         else:
-            self.config = EnvConfig.from_dict({**(config or {}), **overrides})
+            self.config = EnvConfig.from_dict({**(variant or {}), **(config or {}), **overrides})
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode

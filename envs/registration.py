@@ -35,5 +35,5 @@ def register_envs() -> None:
     """Register every variant with Gymnasium (idempotent)."""
     for env_id, kwargs in VARIANTS.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs),
+            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"variant": dict(kwargs)},
                          max_episode_steps=MAX_EPISODE_STEPS)

@@ -132,3 +132,16 @@ def test_unknown_config_key_is_an_error_naming_it():
 def test_trace_variant_without_a_path_says_what_to_give():
     with pytest.raises(envs.ConfigError, match="swf: needs a trace path"):
         gym.make("gpusched/SWF-v0")
+
+
+def test_config_object_dict_and_kwargs_all_configure_the_env():
+    from envs import EnvConfig
+
+    by_object = gym.make("gpusched/GPUCluster-Tiny-v0", config=EnvConfig(cluster="tiny", workload="small", slots=3))
+    by_dict = gym.make("gpusched/GPUCluster-Tiny-v0", config={"slots": 3})
+    by_kwargs = gym.make("gpusched/GPUCluster-Tiny-v0", slots=3, placement_rules=("pack",))
+    assert by_object.action_space.n == by_dict.action_space.n == 3 * 3 + 1
+    assert by_kwargs.action_space.n == 3 * 1 + 1
+    assert by_kwargs.observation_space["jobs"].shape == (3, 12)
+    with pytest.raises(envs.ConfigError, match="placement_rules"):
+        gym.make("gpusched/GPUCluster-Tiny-v0", placement_rules=("bestest",))
