@@ -4,12 +4,14 @@ They live with the world model because both the heuristics (``baselines/``) and 
 decoder use them, so a learned agent chooses among exactly the placements the heuristics make. This module holds
 the shared feasibility queries and the rules of SPEC §6, registered by name in :data:`PLACEMENT_RULES`:
 
-============  =========================================================================================
-firstfit      the first node that holds the job, else the first free GPUs across nodes
-pack          best-fit: the node (or GPU share) with the least room that still holds the job
-spread        worst-fit: the node (or GPU share) with the most room
-topology      the smallest topology level (one NVLink island, one node, one rack), then pack
-============  =========================================================================================
+=============  =========================================================================================
+firstfit       the first node that holds the job, else the first free GPUs across nodes
+pack           best-fit: the node (or GPU share) with the least room that still holds the job
+spread         worst-fit: the node (or GPU share) with the most room
+topology       the smallest topology level (one NVLink island, one node, one rack), then pack
+locality       nodes caching the job's dataset first, then pack (:mod:`envs.placement_extra`)
+fragmentation  the node whose free GPUs left unusable for the job mix grow least (:mod:`envs.placement_extra`)
+=============  =========================================================================================
 
 Every rule is complete: it returns None only when no valid allocation exists now, i.e. when
 ``usable_gpus_per_node(view, job).sum() < job.n_gpus`` (whole GPUs) or ``usable_gpu_mask(view, job)`` is all
@@ -290,11 +292,16 @@ def _in_one_island(view: View, shape: _Shape, usable: np.ndarray, n: int) -> np.
 
 
 # ---- registry -------------------------------------------------------------------------------------------------
+# Imported here, after the helpers it uses are defined: envs.placement_extra builds on this module.
+from envs.placement_extra import fragmentation, locality  # noqa: E402
+
 PLACEMENT_RULES: dict[str, PlacementRule] = {
     "firstfit": first_fit,
     "pack": pack,
     "spread": spread,
     "topology": topology,
+    "locality": locality,
+    "fragmentation": fragmentation,
 }
 """The placement rules by name, in the order an env lists them."""
 
@@ -303,6 +310,8 @@ PLACEMENT_DOCS: dict[str, str] = {
     "pack": "best-fit: the node or GPU share with the least room that still holds the job",
     "spread": "worst-fit: the node or GPU share with the most room",
     "topology": "smallest topology level (NVLink island, node, rack), then pack",
+    "locality": "nodes whose cache holds the job's dataset first, then pack",
+    "fragmentation": "least increase in free GPUs left unusable for the pending job mix, then pack",
 }
 """One line per rule, for command-line help and reports."""
 

@@ -10,6 +10,7 @@ import numpy as np
 from envs.allocation import GpuSet
 from envs.cluster import ClusterSpec
 from envs.job import Job
+from envs.joblog import JobRecord
 
 if TYPE_CHECKING:
     from envs.simulator import Simulator
@@ -81,6 +82,15 @@ class View:
             value.setflags(write=False)
             self._memo[key] = value
         return value
+
+    @property
+    def n_ended(self) -> int:
+        """Jobs ended so far (completed or rejected)."""
+        return len(self._sim._records)
+
+    def ended_since(self, index: int) -> tuple[JobRecord, ...]:
+        """Records of the jobs that ended after the first ``index`` (in end order): what a tracker has not seen."""
+        return tuple(self._sim._records[index:])
 
     def has_dataset(self, node: int, dataset_id: str) -> bool:
         """True when ``dataset_id`` is in the cache of node ``node``."""

@@ -1,0 +1,61 @@
+"""Policy names: ``ORDER[+BACKFILL][/PLACEMENT]`` for our own schedulers, ``rls:...`` for the peer-compatible ones.
+
+Examples: ``fcfs`` (= ``fcfs+none/firstfit``), ``sjf+easy``, ``fairshare+conservative/topology``,
+``rls:wfp3-peer+rlsbackfill``. Names are case-insensitive; unknown parts raise :class:`~envs.errors.ConfigError`
+listing the known ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from baselines.backfill import BACKFILL_DOCS, Scheduler
+from baselines.orders import ORDER_DOCS, make_order
+from baselines.rls import RLS_DOCS, rls_policy
+from envs.errors import ConfigError
+from envs.placement import PLACEMENT_DOCS, get_placement_rule
+
+RLS_PREFIX = "rls:"
+"""Prefix of the peer-compatibility policies (RLScheduler semantics on SWF traces)."""
+
+
+def parse(name: str) -> tuple[str, str, str]:
+    """(order, backfill, placement) of an ``ORDER[+BACKFILL][/PLACEMENT]`` name, defaults filled in."""
+    text = name.strip().lower()
+    head, _, placement = text.partition("/")
+    order, _, backfill = head.partition("+")
+    placement, backfill = placement or "firstfit", backfill or "none"
+    if order not in ORDER_DOCS:
+        raise ConfigError(f"policy {name!r}: unknown order {order!r} (known: {', '.join(ORDER_DOCS)})")
+    if backfill not in BACKFILL_DOCS:
+        raise ConfigError(f"policy {name!r}: unknown backfilling {backfill!r} (known: {', '.join(BACKFILL_DOCS)})")
+    if placement not in PLACEMENT_DOCS:
+        raise ConfigError(f"policy {name!r}: unknown placement {placement!r} (known: {', '.join(PLACEMENT_DOCS)})")
+    return order, backfill, placement
+
+
+def make(name: str, **order_params: Any) -> Any:
+    """The policy called ``name``; ``order_params`` go to the order (e.g. ``half_life_s`` for fair share).
+
+    Our own names give a :class:`~baselines.backfill.Scheduler` (the common policy protocol, run on
+    :class:`envs.simulator.Simulator`); ``rls:`` names give a peer policy, run on :mod:`envs.peer_rls`.
+    """
+    if name.strip().lower().startswith(RLS_PREFIX):
+        return rls_policy(name.strip()[len(RLS_PREFIX):])
+    order, backfill, placement = parse(name)
+    canonical = order + ("" if backfill == "none" else f"+{backfill}") + ("" if placement == "firstfit"
+                                                                         else f"/{placement}")
+    return Scheduler(canonical, make_order(order, **order_params), backfill, get_placement_rule(placement))
+
+
+def catalogue() -> str:
+    """Every order, backfilling mode and placement rule, and the peer-compatible policies, one line each."""
+    sections = [("Priority orders (ORDER)", ORDER_DOCS), ("Backfilling (+BACKFILL, default none)", BACKFILL_DOCS),
+                ("Placement rules (/PLACEMENT, default firstfit)", PLACEMENT_DOCS),
+                ("Peer compatibility (rls:ORDER[+rlsbackfill], SWF traces only)", RLS_DOCS)]
+    lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT], e.g. sjf+easy/topology; or rls:ORDER[+rlsbackfill]."]
+    for title, docs in sections:
+        lines.append(f"\n{title}:")
+        width = max(map(len, docs))
+        lines.extend(f"  {key:<{width}}  {text}" for key, text in docs.items())
+    return "\n".join(lines)

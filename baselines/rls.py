@@ -1,0 +1,161 @@
+"""Job orders for the peer compatibility mode (:mod:`envs.peer_rls`): RLScheduler's heuristics, job for job.
+
+Each order is a ``choose(queue, now)`` callback: the stable arg-min of a key over the queue (smaller key first;
+ties go to the job earlier in the queue, i.e. earlier in the trace). Notation: ``s`` = absolute submit time [s],
+``r`` = requested time [s], ``n`` = processors, ``now`` = decision time [s].
+
+- ``fcfs``: ``s``. ``sjf``: ``(r, s)`` (the request; clairvoyant when the trace has no estimates).
+- ``f1``: ``log10(r') * n + 870 * log10(s')``, ``r'``/``s'`` = the value if > 0 else 0.1 (absolute submit).
+- ``wfp3-peer`` / ``unicep-peer``: the peer's code as it runs, with its bug: the wait is ``-(s + 1)`` (an
+  unscheduled job's "scheduled time" is -1), so these are *static* orders. Keys in float64, operation by
+  operation as the peer evaluates them: WFP3 ``-((float(-1 - s) / r) ** 3) * n``; UNICEP
+  ``-((-1 - s) + 1e-15) / (log2(n + 1e-15) * r)``.
+- ``wfp3`` / ``unicep``: the textbook (dynamic) orders with ``wait = now - s`` in the same formulas: WFP3
+  priority ``(wait / r)^3 * n``, UNICEP priority ``wait / (log2(n) * r)``, highest first. UNICEP's guard for
+  ``n = 1`` (log2(1) = 0) is the peer's epsilon: ``-(wait + 1e-15) / (log2(max(n, 1) + 1e-15) * r)``, so a waiting
+  one-processor job (log2 about 1.4e-15) has a huge priority and goes first. This guard gives the clean-room
+  means the reference quotes on lublin_256 (381.71 / 103.10 with rlsbackfill); ``log2(max(n, 2))`` would give
+  370.56 / 98.65. A request time <= 0 is floored at 0.1 s in both (the peer's formulas divide by it).
+
+Backfill: ``+rlsbackfill`` selects the peer's simplified backfill (see :mod:`envs.peer_rls`; not EASY).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from envs.errors import ConfigError
+from envs.peer_rls import Choose
+from envs.workload.swf_peer import PeerJob
+
+StaticKey = Callable[[PeerJob], object]
+DynamicKey = Callable[[PeerJob, int], float]
+
+_EPS = 1e-15  # the peer's guard against log2(1) = 0 and a zero wait
+_FLOOR = 0.1  # what F1 (and our textbook orders) use for a request or submit time <= 0 [s]
+_BACKFILL = "rlsbackfill"
+_PREFIX = "rls:"
+_CACHE_JOBS = 1 << 17  # static keys kept per order before the cache starts over
+
+
+def _at_least_floor(value: float) -> float:
+    return value if value > 0 else _FLOOR
+
+
+def fcfs_key(job: PeerJob) -> int:
+    """FCFS: submit time [s]."""
+    return job.submit
+
+
+def sjf_key(job: PeerJob) -> tuple[int, int]:
+    """SJF: (request time, submit time) [s]."""
+    return job.request, job.submit
+
+
+def f1_key(job: PeerJob) -> float:
+    """F1 (Carastan-Santos and de Camargo): log10(r') * n + 870 * log10(s')."""
+    return math.log10(_at_least_floor(job.request)) * job.procs + 870 * math.log10(_at_least_floor(job.submit))
+
+
+def wfp3_peer_key(job: PeerJob) -> float:
+    """The peer's WFP3 as it runs: -(((-1 - s) / r) ** 3) * n, a static key (raises when r = 0, as the peer does)."""
+    if job.request == 0:
+        raise ZeroDivisionError(f"job {job.job_id}: request time 0; the peer's WFP3 divides by it and crashes")
+    return -((float(-1 - job.submit) / job.request) ** 3) * job.procs
+
+
+def unicep_peer_key(job: PeerJob) -> float:
+    """The peer's UNICEP as it runs: -((-1 - s) + 1e-15) / (log2(n + 1e-15) * r), a static key.
+
+    r = 0 gives ±inf as numpy does (the numerator is never 0); n < 0 has no logarithm: the peer's sort order is
+    undefined there (NaN keys), so it raises ``ValueError``.
+    """
+    numerator = -((-1 - job.submit) + _EPS)
+    if job.procs + _EPS <= 0:
+        raise ValueError(f"job {job.job_id}: {job.procs} processors; the peer's UNICEP key is NaN (order undefined)")
+    denominator = math.log2(job.procs + _EPS) * job.request
+    if denominator == 0:
+        return math.copysign(math.inf, numerator) * math.copysign(1.0, denominator)
+    return numerator / denominator
+
+
+def wfp3_key(job: PeerJob, now: int) -> float:
+    """Textbook WFP3, ascending: -((wait / r) ** 3) * n with wait = now - s [s]."""
+    return -(((now - job.submit) / _at_least_floor(job.request)) ** 3) * job.procs
+
+
+def unicep_key(job: PeerJob, now: int) -> float:
+    """Textbook UNICEP, ascending: -(wait + 1e-15) / (log2(n + 1e-15) * r) with wait = now - s [s]."""
+    return -((now - job.submit) + _EPS) / (math.log2(max(job.procs, 1) + _EPS) * _at_least_floor(job.request))
+
+
+class _KeyCache(dict):
+    """Static keys per job, computed on first use (``map(cache.__getitem__, queue)`` runs at C speed)."""
+
+    def __init__(self, key: StaticKey) -> None:
+        super().__init__()
+        self.key = key
+
+    def __missing__(self, job: PeerJob) -> object:
+        if len(self) > _CACHE_JOBS:
+            self.clear()  # bound the memory of a long-lived order; keys are cheap to recompute
+        value = self[job] = self.key(job)
+        return value
+
+
+def static_order(key: StaticKey) -> Choose:
+    """A ``choose`` that commits the first job of the queue with the smallest ``key`` (cached per job)."""
+    lookup = _KeyCache(key).__getitem__
+
+    def choose(queue: Sequence[PeerJob], now: int) -> int:
+        keys = list(map(lookup, queue))
+        return keys.index(min(keys))
+
+    return choose
+
+
+def dynamic_order(key: DynamicKey) -> Choose:
+    """A ``choose`` that commits the first job of the queue with the smallest ``key(job, now)``."""
+
+    def choose(queue: Sequence[PeerJob], now: int) -> int:
+        keys = [key(job, now) for job in queue]
+        return keys.index(min(keys))
+
+    return choose
+
+
+_ORDERS: dict[str, tuple[Callable[[], Choose], str]] = {
+    "fcfs": (lambda: static_order(fcfs_key), "first come first served: smallest submit time"),
+    "sjf": (lambda: static_order(sjf_key), "shortest job first: smallest request time, then submit time"),
+    "f1": (lambda: static_order(f1_key), "F1: smallest log10(request) * procs + 870 * log10(absolute submit)"),
+    "wfp3-peer": (
+        lambda: static_order(wfp3_peer_key),
+        "the peer's WFP3 with its bug (wait = -(submit + 1)): static, smallest ((s + 1) / r)^3 * n",
+    ),
+    "unicep-peer": (
+        lambda: static_order(unicep_peer_key),
+        "the peer's UNICEP with its bug (wait = -(submit + 1)): static, about (s + 1) / (log2(n) * r)",
+    ),
+    "wfp3": (lambda: dynamic_order(wfp3_key), "textbook WFP3: highest (wait / request)^3 * procs"),
+    "unicep": (
+        lambda: dynamic_order(unicep_key),
+        "textbook UNICEP: highest wait / (log2(procs + 1e-15) * request); 1-processor jobs first once waiting",
+    ),
+}
+
+RLS_DOCS: dict[str, str] = {name: doc for name, (_, doc) in _ORDERS.items()} | {
+    _BACKFILL: "the peer's backfill (not EASY): a shadow time computed once per blocked job; queued jobs whose "
+    "request ends strictly before it start if they fit now",
+}
+"""One line per order, and for the ``rlsbackfill`` suffix."""
+
+
+def rls_policy(name: str) -> tuple[Choose, bool]:
+    """``(choose, backfill)`` for a name like ``fcfs``, ``sjf+rlsbackfill`` or ``rls:wfp3-peer+rlsbackfill``."""
+    text = name.strip().lower().removeprefix(_PREFIX)
+    order, plus, suffix = text.partition("+")
+    if order not in _ORDERS or (plus and suffix != _BACKFILL):
+        known = ", ".join(_ORDERS)
+        raise ConfigError(f"rls policy {name!r}: unknown; known orders: {known}, each optionally +{_BACKFILL}")
+    return _ORDERS[order][0](), bool(plus)

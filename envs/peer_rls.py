@@ -1,0 +1,241 @@
+"""Peer compatibility mode: the RLScheduler (SchedGym) simulator's world, reproduced exactly.
+
+Our own simulator (:mod:`envs.simulator`) batches decision points and models GPUs; the peer does neither, so its
+published heuristic results are reproduced by this separate, small engine, written clean-room from the plain
+description in ``/work/shared/reference/SEMANTICS.md`` (section numbers below refer to it). It holds the world's
+rules only; the order in which jobs are picked comes from a ``choose`` callback (heuristics in
+:mod:`baselines.rls`, or a learned agent). Times are integer seconds, as in the SWF file.
+
+World rules (per sequence of jobs, from scratch):
+
+- Machine: a count of free nodes; a job needs ``ceil(procs / procs_per_node)`` nodes and fits when that is at
+  most the free count (§2).
+- Clock starts at the first job's submit time; only that job is queued (§5.1).
+- Decision: ``choose(queue, now)`` picks one queued job, which is *committed*: it starts now if it fits, else
+  nothing else starts (except peer backfilling) until it does; arrivals meanwhile do not revisit the choice.
+  Events are processed one at a time: the next arrival when its submit time is at most the earliest actual
+  completion (arrivals first on ties), otherwise that completion (§5.2).
+- After a start the next decision is at the same instant; with an empty queue, running jobs that end strictly
+  before the next arrival complete and that single arrival is decided on alone (§5.4).
+- ``backfill=True`` is the peer's simplified backfill, not EASY (§7): when the committed job blocks, a shadow time
+  is computed once from running jobs' estimated ends (start + request); then before every event, queued jobs (in
+  submit order, stably, which stays the queue order) start if they fit now and ``now + request < shadow``.
+- Completion ties: running jobs are kept as a list; ties in actual end complete in list order, which is start
+  order, re-sorted by estimated end (stably) at each shadow computation (§7.5).
+- Metric: bounded slowdown ``max(1, (start - submit + run) / max(run, 10))``; the sequence's value is the sum of
+  ``bsld / n`` in start order (§6).
+
+Protocol (§3): a legacy ``numpy.random.RandomState`` seeded as gym 0.12.5's ``seeding.np_random(seed)`` does
+(SHA-512 of the decimal seed), then ``randint(length, n_jobs - length - 1)`` per sequence gives its first job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from envs.errors import SimulationStalled
+from envs.workload.swf_peer import PeerJob, PeerMachine, PeerTrace
+
+Choose = Callable[[Sequence[PeerJob], int], int]
+"""``choose(queue, now)``: the index in ``queue`` (queue order, read-only) of the job to commit at time ``now`` [s]."""
+
+SEQUENCE_LENGTH = 1024  # jobs per evaluation sequence (the peer's --len)
+SEQUENCE_COUNT = 10  # sequences per evaluation (the peer's --iter)
+PEER_SEED = 1  # the peer's --seed
+
+_BSLD_THRESHOLD_S = 10  # bounded-slowdown denominator floor [s]
+
+
+@dataclass(frozen=True)
+class PeerResult:
+    """One sequence scheduled by the peer's rules."""
+
+    start_times: tuple[int, ...]
+    """Start time [s] of every job, in the order of the sequence (trace order)."""
+    start_order: tuple[int, ...]
+    """Positions in the sequence, in the order the jobs started."""
+    avg_bsld: float
+    """Average bounded slowdown, summed as the peer does (bsld / n, in start order)."""
+
+
+@dataclass(frozen=True)
+class PeerEvaluation:
+    """The peer's protocol on one trace: one result per sampled sequence."""
+
+    start_indices: tuple[int, ...]
+    """Index in the parsed job list of each sequence's first job."""
+    results: tuple[PeerResult, ...]
+
+    @property
+    def avg_bsld(self) -> tuple[float, ...]:
+        """Per-sequence average bounded slowdowns."""
+        return tuple(r.avg_bsld for r in self.results)
+
+    @property
+    def mean_avg_bsld(self) -> float:
+        """Arithmetic mean of the per-sequence averages (the number the peer's README table shows)."""
+        return sum(self.avg_bsld) / len(self.results)
+
+
+def gym_seed_words(seed: int) -> list[int]:
+    """The word list gym 0.12.5's ``seeding.np_random(seed)`` seeds ``RandomState`` with.
+
+    gym hashes the seed: the first 8 bytes of SHA-512 of ``str(seed)`` as a little-endian integer, split into
+    32-bit words, least significant first, without leading zero words (at least one word). Seed 1 gives
+    ``[2739863373, 598274112]``.
+    """
+    if seed < 0:
+        raise ValueError(f"seed: must be >= 0, got {seed}")
+    digest = hashlib.sha512(str(seed).encode("utf8")).digest()
+    words = list(struct.unpack("<2I", digest[:8]))
+    while len(words) > 1 and words[-1] == 0:
+        words.pop()
+    return words
+
+
+def peer_start_indices(
+    n_jobs: int, seed: int = PEER_SEED, count: int = SEQUENCE_COUNT, length: int = SEQUENCE_LENGTH
+) -> tuple[int, ...]:
+    """First-job indices of the peer's evaluation sequences: ``randint(length, n_jobs - length - 1)`` each.
+
+    ``n_jobs`` is the number of parsed jobs (or the peer's ``batch_job_slice`` when that is nonzero).
+    """
+    if n_jobs - length - 1 <= length:
+        raise ValueError(f"n_jobs: {n_jobs} jobs are too few for sequences of {length} (need > {2 * length + 1})")
+    rng = np.random.RandomState(gym_seed_words(seed))
+    return tuple(int(rng.randint(length, n_jobs - length - 1)) for _ in range(count))
+
+
+def evaluate_peer(
+    trace: PeerTrace,
+    choose: Choose,
+    backfill: bool = False,
+    seed: int = PEER_SEED,
+    count: int = SEQUENCE_COUNT,
+    length: int = SEQUENCE_LENGTH,
+) -> PeerEvaluation:
+    """Run the peer's evaluation protocol (§3) on ``trace`` with one ordering and backfill mode."""
+    starts = peer_start_indices(len(trace.jobs), seed, count, length)
+    results = tuple(run_sequence(trace.jobs[s : s + length], trace.machine, choose, backfill) for s in starts)
+    return PeerEvaluation(starts, results)
+
+
+def run_sequence(jobs: Sequence[PeerJob], machine: PeerMachine, choose: Choose, backfill: bool = False) -> PeerResult:
+    """Schedule ``jobs`` (in trace order) on an empty ``machine`` by the peer's rules; see the module docstring.
+
+    ``choose`` gets a fresh list of the queued jobs (queue order) at every decision and returns the index of the
+    job to commit.
+
+    Raises :class:`~envs.errors.SimulationStalled` when the committed job does not fit and nothing is running
+    (a job larger than the machine: the peer aborts on an assertion there).
+    """
+    n = len(jobs)
+    if n == 0:
+        raise ValueError("jobs: a sequence needs at least one job")
+    submit = [j.submit for j in jobs]
+    run = [j.run for j in jobs]
+    request = [j.request for j in jobs]
+    nodes = [machine.nodes_for(j.procs) for j in jobs]
+    start: list[int] = [0] * n
+    order: list[int] = []
+    free = machine.nodes
+    running: list[tuple[int, int, int]] = []  # heap of (actual end [s], list rank, position): completion order
+    rank = itertools.count()  # list rank of a started job: appended after every job already running
+
+    def launch(p: int, now: int) -> None:
+        nonlocal free
+        start[p] = now
+        order.append(p)
+        free -= nodes[p]
+        heapq.heappush(running, (now + run[p], next(rank), p))
+
+    now = submit[0]
+    queue = [0]  # positions, in queue order
+    arrived = 1
+    while True:
+        k = choose(list(map(jobs.__getitem__, queue)), now)
+        if not 0 <= k < len(queue):
+            raise IndexError(f"choose returned {k}, but the queue holds {len(queue)} jobs")
+        p = queue.pop(k)
+        if nodes[p] > free:
+            shadow = _shadow(running, rank, p, free, nodes, start, request, jobs, machine) if backfill else 0
+            while nodes[p] > free:
+                if backfill:
+                    limit = shadow - now  # a job may start when its request is strictly below this [s]
+                    queue.sort(key=submit.__getitem__)  # the peer keeps this order
+                    kept = []
+                    for q in queue:
+                        if request[q] < limit and nodes[q] <= free:
+                            launch(q, now)
+                        else:
+                            kept.append(q)
+                    queue = kept
+                if not running:
+                    raise _stalled(jobs[p], nodes[p], free)
+                if arrived < n and submit[arrived] <= running[0][0]:
+                    queue.append(arrived)
+                    now = max(now, submit[arrived])
+                    arrived += 1
+                else:
+                    end, _, q = heapq.heappop(running)
+                    now = max(now, end)
+                    free += nodes[q]
+        launch(p, now)
+        if queue:
+            continue
+        if arrived == n:
+            break
+        while running and running[0][0] < submit[arrived]:
+            free += nodes[heapq.heappop(running)[2]]
+        queue.append(arrived)
+        now = max(now, submit[arrived])
+        arrived += 1
+    avg = 0.0
+    for p in order:
+        avg += max(1, (start[p] - submit[p] + run[p]) / max(run[p], _BSLD_THRESHOLD_S)) / n
+    return PeerResult(tuple(start), tuple(order), avg)
+
+
+def _shadow(
+    running: list[tuple[int, int, int]],
+    rank: itertools.count,
+    p: int,
+    free: int,
+    nodes: list[int],
+    start: list[int],
+    request: list[int],
+    jobs: Sequence[PeerJob],
+    machine: PeerMachine,
+) -> int:
+    """The shadow time of committed job ``p`` (§7.1) [s]; re-ranks ``running`` by estimated end, in place.
+
+    Walks the running jobs by estimated end (start + request; ties in list order), counting processors: the free
+    nodes, then each visited job's nodes, times processors per node. The shadow is the estimated end at which
+    the count first reaches the job's processors, else the last one.
+    """
+    if not running:
+        raise _stalled(jobs[p], nodes[p], free)
+    ppn = machine.procs_per_node
+    by_estimate = sorted(running, key=lambda e: (start[e[2]] + request[e[2]], e[1]))
+    procs = free * ppn
+    shadow = 0
+    for _, _, q in by_estimate:
+        procs += nodes[q] * ppn
+        shadow = start[q] + request[q]
+        if procs >= jobs[p].procs:
+            break
+    running[:] = [(end, next(rank), q) for end, _, q in by_estimate]  # the list order is now estimated-end order
+    heapq.heapify(running)
+    return shadow
+
+
+def _stalled(job: PeerJob, nodes: int, free: int) -> SimulationStalled:
+    """The error for a committed job that can never fit (the peer aborts on an assertion)."""
+    return SimulationStalled(f"job {job.job_id} needs {nodes} nodes, {free} are free and nothing is running")

@@ -1,0 +1,159 @@
+"""The availability profile: when resources free up, by the running jobs' requested wall times (SPEC §2, §6).
+
+A real scheduler knows only expected ends (start + requested wall time), so the profile is built from those: at
+``now`` the cluster's current free resources, then at each expected end the running jobs' holdings come back.
+Backfilling heuristics (and the env's backfill-assisted variant) ask it for a job's earliest start and add
+reservations to it. A running job whose expected end has already passed (it outlives its estimate) is assumed to
+end just after ``now``.
+
+States of the profile are :class:`ResourceState` objects, which placement rules accept wherever they take a
+:class:`~envs.view.View`, so a reservation is placed by the same rule that would start the job.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+
+import numpy as np
+
+from envs.cluster import MILLI_PER_GPU
+from envs.job import Job
+from envs.view import View
+
+OVERDUE_END_S = 1e-6
+"""How long after ``now`` an overdue running job (past its requested wall time) is assumed to end [s]."""
+
+
+class ResourceState:
+    """Free resources at one (possibly future) instant, with the read-only interface placement rules use."""
+
+    def __init__(self, view: View, gpu_free_milli: np.ndarray, node_cpu: np.ndarray, node_ram: np.ndarray,
+                 time_s: float) -> None:
+        c = view.cluster
+        self._view = view
+        self.cluster = c
+        self.time_s = time_s
+        self.gpu_free_milli = gpu_free_milli
+        self.gpu_whole_free = gpu_free_milli == MILLI_PER_GPU
+        self.node_free_gpus = np.bincount(c.gpu_node[self.gpu_whole_free], minlength=c.n_nodes)
+        self.free_gpus = int(self.node_free_gpus.sum())
+        self.node_free_cpu_milli = node_cpu
+        self.node_free_ram_mib = node_ram
+        self.node_up = view.node_up
+        self.all_nodes_up = view.all_nodes_up
+        self.scheduler_up = True
+        self.pending = view.pending
+        self.running = view.running
+        self._memo: dict[object, np.ndarray] = {}
+
+    def memoized(self, key: object, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """``compute()`` once for this state (see :meth:`View.memoized`)."""
+        value = self._memo.get(key)
+        if value is None:
+            value = self._memo[key] = compute()
+        return value
+
+    def has_dataset(self, node: int, dataset_id: str) -> bool:
+        """Cache contents are not projected: the current ones."""
+        return self._view.has_dataset(node, dataset_id)
+
+    def without(self, job: Job, gpus: np.ndarray) -> ResourceState:
+        """This state with ``job`` also holding ``gpus``."""
+        free, cpu, ram = _holdings_removed(self, job, gpus)
+        return ResourceState(self._view, free, cpu, ram, self.time_s)
+
+
+def _holdings_removed(state: ResourceState, job: Job, gpus: np.ndarray) -> tuple[np.ndarray, ...]:
+    c = state.cluster
+    free = state.gpu_free_milli.copy()
+    free[gpus] -= job.gpu_milli
+    counts = np.bincount(c.gpu_node[gpus], minlength=c.n_nodes)
+    cpu = state.node_free_cpu_milli - np.where(c.cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
+    ram = state.node_free_ram_mib - np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
+    return free, cpu, ram
+
+
+PlacementRule = Callable[[object, Job], "np.ndarray | None"]
+
+
+class AvailabilityProfile:
+    """Free resources as a step function of future time, from expected ends and added reservations."""
+
+    def __init__(self, view: View) -> None:
+        self._view = view
+        now = view.time_s
+        free = view.gpu_free_milli.copy()
+        cpu = view.node_free_cpu_milli.copy()
+        ram = view.node_free_ram_mib.copy()
+        self.times: list[float] = [now]
+        self._arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(free, cpu, ram)]
+        c = view.cluster
+        ends = sorted(view.running.values(), key=lambda r: (r.expected_end_s, r.start_time_s, r.job.job_id))
+        for running in ends:
+            t = max(running.expected_end_s, now + OVERDUE_END_S)
+            if t != self.times[-1]:
+                free, cpu, ram = free.copy(), cpu.copy(), ram.copy()
+                self.times.append(t)
+                self._arrays.append((free, cpu, ram))
+            job, index = running.job, running.gpus.index
+            free[index] += job.gpu_milli
+            counts = np.bincount(c.gpu_node[index], minlength=c.n_nodes)
+            cpu += np.where(c.cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
+            ram += np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
+
+    def state(self, i: int) -> ResourceState:
+        """The free resources from ``times[i]`` until the next breakpoint."""
+        free, cpu, ram = self._arrays[i]
+        return ResourceState(self._view, free, cpu, ram, self.times[i])
+
+    def _window_state(self, i: int, end_s: float) -> ResourceState:
+        """The resources free throughout [times[i], end_s): the element-wise minimum over the breakpoints."""
+        j = bisect.bisect_left(self.times, end_s)
+        arrays = self._arrays[i:max(j, i + 1)]
+        if len(arrays) == 1:
+            free, cpu, ram = arrays[0]
+        else:
+            free = np.minimum.reduce([a[0] for a in arrays])
+            cpu = np.minimum.reduce([a[1] for a in arrays])
+            ram = np.minimum.reduce([a[2] for a in arrays])
+        return ResourceState(self._view, free, cpu, ram, self.times[i])
+
+    def earliest_start(self, job: Job, rule: PlacementRule,
+                       duration_s: float | None = None) -> tuple[float, np.ndarray, ResourceState] | None:
+        """(time, GPUs, state) of the earliest breakpoint at which ``rule`` places ``job`` for ``duration_s``.
+
+        Without a duration only the instant matters (resources only come back later, unless reservations were
+        added). None when the job does not fit even once everything has ended.
+        """
+        for i, t in enumerate(self.times):
+            state = self.state(i) if duration_s is None else self._window_state(i, t + duration_s)
+            if state.free_gpus < job.n_gpus and not job.is_fractional:
+                continue
+            gpus = rule(state, job)
+            if gpus is not None:
+                return t, gpus, state
+        return None
+
+    def reserve(self, job: Job, gpus: np.ndarray, start_s: float, duration_s: float) -> None:
+        """Hold ``gpus`` (and the job's CPU and RAM) for ``job`` during [start_s, start_s + duration_s)."""
+        self._breakpoint(start_s)
+        end_s = start_s + duration_s
+        self._breakpoint(end_s)
+        c = self._view.cluster
+        counts = np.bincount(c.gpu_node[gpus], minlength=c.n_nodes)
+        cpu_held = np.where(c.cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
+        ram_held = np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
+        for i in range(bisect.bisect_left(self.times, start_s), bisect.bisect_left(self.times, end_s)):
+            free, cpu, ram = self._arrays[i]
+            free[gpus] -= job.gpu_milli
+            cpu -= cpu_held
+            ram -= ram_held
+
+    def _breakpoint(self, t: float) -> None:
+        i = bisect.bisect_left(self.times, t)
+        if i < len(self.times) and self.times[i] == t:
+            return
+        source = self._arrays[i - 1]  # t > now: the state in force just before t continues
+        self.times.insert(i, t)
+        self._arrays.insert(i, tuple(a.copy() for a in source))
