@@ -88,6 +88,7 @@ class AvailabilityProfile:
         ram = view.node_free_ram_mib.copy()
         self.times: list[float] = [now]
         self._arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(free, cpu, ram)]
+        self._whole_free: list[int] = []  # fully free GPUs per breakpoint: a cheap necessary test before placing
         c = view.cluster
         ends = sorted(view.running.values(), key=lambda r: (r.expected_end_s, r.start_time_s, r.job.job_id))
         for running in ends:
@@ -101,6 +102,7 @@ class AvailabilityProfile:
             counts = np.bincount(c.gpu_node[index], minlength=c.n_nodes)
             cpu += np.where(c.cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
             ram += np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
+        self._whole_free = [int((a[0] == MILLI_PER_GPU).sum()) for a in self._arrays]
 
     def state(self, i: int) -> ResourceState:
         """The free resources from ``times[i]`` until the next breakpoint."""
@@ -126,10 +128,13 @@ class AvailabilityProfile:
         Without a duration only the instant matters (resources only come back later, unless reservations were
         added). None when the job does not fit even once everything has ended.
         """
+        whole = 0 if job.is_fractional else job.n_gpus
         for i, t in enumerate(self.times):
+            if whole:
+                j = i + 1 if duration_s is None else max(bisect.bisect_left(self.times, t + duration_s), i + 1)
+                if min(self._whole_free[i:j]) < whole:
+                    continue
             state = self.state(i) if duration_s is None else self._window_state(i, t + duration_s)
-            if state.free_gpus < job.n_gpus and not job.is_fractional:
-                continue
             gpus = rule(state, job)
             if gpus is not None:
                 return t, gpus, state
@@ -149,6 +154,7 @@ class AvailabilityProfile:
             free[gpus] -= job.gpu_milli
             cpu -= cpu_held
             ram -= ram_held
+            self._whole_free[i] = int((free == MILLI_PER_GPU).sum())
 
     def _breakpoint(self, t: float) -> None:
         i = bisect.bisect_left(self.times, t)
@@ -157,3 +163,4 @@ class AvailabilityProfile:
         source = self._arrays[i - 1]  # t > now: the state in force just before t continues
         self.times.insert(i, t)
         self._arrays.insert(i, tuple(a.copy() for a in source))
+        self._whole_free.insert(i, self._whole_free[i - 1])
