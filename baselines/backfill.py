@@ -20,7 +20,7 @@ from typing import Protocol
 from envs.job import Job
 from envs.placement import PlacementRule
 from envs.policy import WAIT, Action, Start
-from envs.profile import AvailabilityProfile
+from envs.profile import AvailabilityProfile, easy_backfill
 from envs.view import View
 
 BACKFILL_DOCS = {
@@ -75,19 +75,10 @@ class Scheduler:
         return self._easy(view, head, queue[1:])
 
     def _easy(self, view: View, head: Job, rest: list[Job]) -> Action:
-        found = AvailabilityProfile(view).earliest_start(head, self.rule)
-        if found is None:
-            return WAIT
-        shadow_s, _, state = found
-        self.reservations.setdefault(head.job_id, shadow_s)
-        for job in rest:
-            gpus = self.rule(view, job)
-            if gpus is None:
-                continue
-            ends_in_time = view.time_s + job.runtime_estimate_s <= shadow_s
-            if ends_in_time or self.rule(state.without(job, gpus), head) is not None:
-                return Start(job.job_id, gpus)
-        return WAIT
+        shadow_s, job, gpus = easy_backfill(view, head, rest, self.rule)
+        if shadow_s is not None:
+            self.reservations.setdefault(head.job_id, shadow_s)
+        return WAIT if job is None else Start(job.job_id, gpus)
 
     def _conservative(self, view: View, queue: list[Job]) -> Action:
         reserved = sorted((j for j in queue if j.job_id in self._reserved),

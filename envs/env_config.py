@@ -27,6 +27,7 @@ class EnvConfig:
     episode_jobs: int = 256  # M: jobs per episode (a generated workload, or a window of the trace)
     slots: int = 16  # K: pending jobs visible to the agent, in queue order
     placement_rules: tuple[str, ...] = ("pack", "spread", "topology")  # P rules, see envs.placement
+    backfill_assist: bool = False  # a Start of a job that does not fit reserves it; EASY backfills the rest
     reward_weights: Mapping[str, float] = field(default_factory=lambda: {"wait": 1.0, "utilization": 0.0})
     wait_scale_s: float = 3600.0  # the wait term pays -1 per job-hour of waiting [s]
     runtime_model: str = "full"  # "full" (speed, topology, staging) or "rigid" (none: SWF-style)

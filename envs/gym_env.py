@@ -16,7 +16,8 @@ from envs.errors import ActionRefused
 from envs.job import Job, RefusalReason
 from envs.metrics import summarize
 from envs.observation import ObservationEncoder, Placement
-from envs.placement import PLACEMENT_RULES
+from envs.placement import PLACEMENT_RULES, PlacementRule
+from envs.profile import easy_backfill
 from envs.simulator import Simulator
 
 
@@ -33,7 +34,9 @@ class GPUClusterEnv(gym.Env):
     ``Discrete(K·P + 1)``: action ``k·P + p`` starts the job in visible slot k (queue order: submit time, then id)
     on the GPUs chosen by placement rule ``config.placement_rules[p]``; action ``K·P`` is Wait. ``action_masks()``
     (on the env itself) marks the feasible actions: a Start is legal iff its slot holds a job and the rule finds
-    room for it now; Wait is masked out only when no event is left (nothing running, no future arrival), so an
+    room for it now (with ``backfill_assist``, iff its slot holds a job: starting a job that does not fit reserves
+    it at its earliest start and lets EASY backfilling start every queued job that does not delay it, then waits
+    for the next event); Wait is masked out only when no event is left (nothing running, no future arrival), so an
     episode cannot stall. A masked action changes nothing: the step returns the same observation, reward 0 and
     ``info["refused"]`` with the reason (so random-action checkers run; agents should use the mask).
 
@@ -166,6 +169,9 @@ class GPUClusterEnv(gym.Env):
         if slot >= len(self._slot_jobs):
             raise ActionRefused(RefusalReason.UNKNOWN_JOB, f"action {action}: slot {slot} holds no job")
         job, gpus = self._slot_jobs[slot], self._plans[slot][rule]
+        if gpus is None and self.config.backfill_assist:
+            self._reserve_and_backfill(job, self._rules[rule])
+            return
         if gpus is None:
             raise ActionRefused(RefusalReason.GPU_BUSY, f"action {action}: rule {self.config.placement_rules[rule]!r} "
                                                         f"finds no room for job {job.job_id} now")
@@ -200,10 +206,22 @@ class GPUClusterEnv(gym.Env):
         mask = self._mask
         mask[:] = False
         p = len(self._rules)
+        assist = self.config.backfill_assist
         for slot, plan in enumerate(self._plans):
             for rule, gpus in enumerate(plan):
-                mask[slot * p + rule] = gpus is not None
+                mask[slot * p + rule] = assist or gpus is not None
         mask[-1] = sim.events_left or sim.done
+
+    def _reserve_and_backfill(self, head: Job, rule: PlacementRule) -> None:
+        """Backfill-assisted mode: reserve ``head``, start every job EASY allows in queue order, then wait."""
+        sim = self._require_sim()
+        while True:
+            others = [job for job in sim.view.pending.values() if job.job_id != head.job_id]
+            _, job, gpus = easy_backfill(sim.view, head, others, rule)
+            if job is None:
+                break
+            sim.start(job.job_id, gpus)
+        sim.wait()
 
     def _reward_terms(self) -> dict[str, float]:
         sim = self._require_sim()

@@ -13,7 +13,7 @@ States of the profile are :class:`ResourceState` objects, which placement rules 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -164,3 +164,25 @@ class AvailabilityProfile:
         self.times.insert(i, t)
         self._arrays.insert(i, tuple(a.copy() for a in source))
         self._whole_free.insert(i, self._whole_free[i - 1])
+
+
+def easy_backfill(view: View, head: Job, others: Iterable[Job],
+                  rule: PlacementRule) -> tuple[float | None, Job | None, np.ndarray | None]:
+    """EASY backfilling for a blocked ``head``: (its reserved start, a job to start now, that job's GPUs).
+
+    The head is reserved at its earliest start by requested wall times; the first of ``others`` (in the caller's
+    order) that fits now and does not delay that reservation is returned: it ends by its requested time no later
+    than the reservation, or the head still fits at the reservation with that job's GPUs taken. (None, None, None)
+    when the head can never start; (start, None, None) when no job can be backfilled now.
+    """
+    found = AvailabilityProfile(view).earliest_start(head, rule)
+    if found is None:
+        return None, None, None
+    shadow_s, _, state = found
+    for job in others:
+        gpus = rule(view, job)
+        if gpus is None:
+            continue
+        if view.time_s + job.runtime_estimate_s <= shadow_s or rule(state.without(job, gpus), head) is not None:
+            return shadow_s, job, gpus
+    return shadow_s, None, None

@@ -22,6 +22,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "gpusched/GPUCluster-Tiny-v0": {"cluster": "tiny", "workload": "small", "episode_jobs": 32, "slots": 4},
     # Priority only (P = 1): placement is always pack.
     "gpusched/GPUCluster-PriorityOnly-v0": {"placement_rules": ("pack",)},
+    # The agent picks which job to reserve for next; EASY backfilling fills the holes (placement: pack).
+    "gpusched/GPUCluster-BackfillAssisted-v0": {"backfill_assist": True, "placement_rules": ("pack",)},
     # Trace replays (give workload="FORMAT:PATH"): SWF on its own machine, rigid runtime, first-fit.
     "gpusched/SWF-v0": {"workload": "swf:", "cluster": "auto", "runtime_model": "rigid",
                         "placement_rules": ("firstfit",)},

@@ -36,9 +36,11 @@ def check_mask_against_simulator(env, mask: np.ndarray) -> None:
     sim, p = env._sim, len(env.config.placement_rules)
     for action in range(env.config.n_actions - 1):
         slot, rule = divmod(action, p)
-        if mask[action]:
+        if mask[action] and env._plans[slot][rule] is not None:
             job = env._slot_jobs[slot]
             sim.check_start(job.job_id, env._plans[slot][rule])  # raises if refused
+        elif mask[action]:  # backfill-assisted: a job that does not fit now may be reserved
+            assert env.config.backfill_assist and slot < len(env._slot_jobs)
         elif slot < len(env._slot_jobs):
             job = env._slot_jobs[slot]
             if job.is_fractional:
@@ -48,7 +50,8 @@ def check_mask_against_simulator(env, mask: np.ndarray) -> None:
     assert mask[-1] == sim.events_left
 
 
-@pytest.mark.parametrize("env_id", ["gpusched/GPUCluster-Tiny-v0", "gpusched/GPUCluster-v0"])
+@pytest.mark.parametrize("env_id", ["gpusched/GPUCluster-Tiny-v0", "gpusched/GPUCluster-v0",
+                                    "gpusched/GPUCluster-BackfillAssisted-v0"])
 def test_masks_agree_with_the_simulator_on_random_states(env_id):
     env = gym.make(env_id, episode_jobs=40)
     rng = np.random.default_rng(0)
@@ -127,3 +130,34 @@ def test_refused_start_through_the_simulator_is_typed():
     env.reset(seed=0)
     with pytest.raises(ActionRefused):
         env._sim.check_start(-5, [0])
+
+
+SWF_LINES = [  # job, submit, wait, run, procs, ..., requested time -1 (= run): exact estimates
+    "1 0 -1 100 6 -1 -1 -1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+    "2 1 -1 100 8 -1 -1 -1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+    "3 2 -1 90 2 -1 -1 -1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+    "4 3 -1 200 2 -1 -1 -1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+]
+
+
+@pytest.mark.parametrize(("slot_choice", "expected"), [
+    # Always slot 0: at t=2 the agent picks J2 (8 procs, does not fit): J2 is reserved at 100 and EASY backfills
+    # J3 (ends 92 <= 100). At 92 it picks J2 again: J4 would hold 2 procs past 100, when J2 needs all 8: refused.
+    # J2 runs 100-200, J4 200-400.
+    ("first", {1: 0, 2: 100, 3: 2, 4: 200}),
+    # Always the last visible slot: J3 at 2, then J4 at 92 (started directly), so J2 waits until J4 ends at 292.
+    ("last", {1: 0, 2: 292, 3: 2, 4: 92}),
+])
+def test_backfill_assisted_variant_reserves_the_chosen_job(tmp_path, slot_choice, expected):
+    trace = tmp_path / "four.swf"
+    trace.write_text("; MaxProcs: 8\n" + "\n".join(SWF_LINES) + "\n")
+    env = gym.make("gpusched/SWF-v0", workload=f"swf:{trace}", episode_jobs=4, slots=4, backfill_assist=True)
+    env.reset(seed=0)
+    terminated = False
+    while not terminated:
+        mask = env.unwrapped.action_masks()
+        starts = np.flatnonzero(mask[:-1])
+        action = int(starts[0] if slot_choice == "first" else starts[-1]) if starts.size else len(mask) - 1
+        _, _, terminated, _, _ = env.step(action)
+    log = env.unwrapped._sim.log()
+    assert {r.job.job_id: r.start_time_s for r in log.completed()} == expected
