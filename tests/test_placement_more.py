@@ -7,13 +7,11 @@ numbering is global, node by node. Expected allocations are worked out in the co
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_simulator_properties import random_valid_gpus
+from test_simulator_properties import random_state
 
 from envs import Job, Simulator, load_cluster
 from envs.placement import PLACEMENT_DOCS, PLACEMENT_RULES, pack, usable_gpu_mask, usable_gpus_per_node
@@ -223,14 +221,7 @@ def reference(name: str, sim: Simulator, job: Job) -> list[int] | None:
        fill=st.sampled_from([0.3, 0.7]), seed=st.integers(0, 2**16))
 def test_new_rules_are_complete_exact_and_accepted_by_the_simulator(cluster, fillers, probes, fill, seed):
     def build() -> Simulator:
-        rng = random.Random(seed)
-        sim = Simulator(cluster, fillers + probes)
-        for job in fillers:
-            if job.job_id in sim.view.pending and rng.random() < fill:
-                gpus = random_valid_gpus(sim, job, rng)
-                if gpus is not None:
-                    sim.start(job.job_id, gpus)
-        return sim
+        return random_state(cluster, fillers, probes, fill, seed)
 
     for probe in probes:
         for name in ("locality", "fragmentation"):

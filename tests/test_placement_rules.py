@@ -7,13 +7,11 @@ comment beside each case.
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_simulator_properties import random_valid_gpus
+from test_simulator_properties import random_state
 
 from envs import ConfigError, Job, Simulator, TopologyLevel, load_cluster
 from envs.placement import (
@@ -344,15 +342,7 @@ def reference(name: str, sim: Simulator, job: Job) -> list[int] | None:
        seed=st.integers(0, 2**16))
 def test_rules_are_complete_exact_and_accepted_by_the_simulator(cluster, fillers, probes, fill, seed):
     def build() -> Simulator:
-        """The same random state every time: a share ``fill`` of the fillers started on random valid GPUs."""
-        rng = random.Random(seed)
-        sim = Simulator(cluster, fillers + probes)
-        for job in fillers:
-            if job.job_id in sim.view.pending and rng.random() < fill:
-                gpus = random_valid_gpus(sim, job, rng)
-                if gpus is not None:
-                    sim.start(job.job_id, gpus)
-        return sim
+        return random_state(cluster, fillers, probes, fill, seed)
 
     for probe in probes:
         for name, rule in list(PLACEMENT_RULES.items())[:4]:  # the rules modelled by `reference` below

@@ -74,6 +74,21 @@ def random_valid_gpus(sim: Simulator, job: Job, rng: random.Random) -> list[int]
     return rng.sample(candidates, job.n_gpus) if len(candidates) >= job.n_gpus else None
 
 
+def random_state(cluster, fillers: list[Job], others: list[Job], fill: float, seed: int) -> Simulator:
+    """A simulator at t=0 in which a share ``fill`` of ``fillers`` were started on random valid GPUs.
+
+    The same arguments always build the same state (placement tests rebuild it once per rule).
+    """
+    rng = random.Random(seed)
+    sim = Simulator(cluster, fillers + others)
+    for job in fillers:
+        if job.job_id in sim.view.pending and rng.random() < fill:
+            gpus = random_valid_gpus(sim, job, rng)
+            if gpus is not None:
+                sim.start(job.job_id, gpus)
+    return sim
+
+
 def check_state(sim: Simulator) -> None:
     """No GPU, milli-share, CPU or RAM is over-allocated, and the derived counters agree with the per-GPU state."""
     c = sim.cluster
