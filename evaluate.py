@@ -5,7 +5,7 @@ under the minimal policy (FIFO + first-fit, no backfilling). The full harness (m
 confidence intervals) replaces this front-end when it lands.
 
     python evaluate.py
-    python evaluate.py --workload small --cluster tiny --seed 3
+    python evaluate.py --workload small --cluster tiny --seed 3 --policy sjf+easy/pack
     python evaluate.py --workload swf:../shared/traces/lublin-synthetic/lublin_256.swf
     python evaluate.py --json
 """
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines import FifoFirstFit
+from baselines import make
 from envs import ClusterSpec, RuntimeConfig, View, load_cluster, simulate
 from envs.cluster import swf_machine
 from envs.metrics import METRIC_DOCS, summarize
@@ -71,12 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="cluster preset name, YAML path, swf:N or openb:NODE_LIST.csv (default: hetero-64; "
                              "an SWF trace defaults to its own machine)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic generator (default: 0)")
+    parser.add_argument("--policy", default="fifo",
+                        help="ORDER[+BACKFILL][/PLACEMENT], e.g. sjf+easy/topology (python -m baselines lists them)")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object, nothing else")
     args = parser.parse_args(argv)
 
     cluster = load_cluster(args.cluster) if args.cluster else None
     workload, cluster, runtime = load_workload(args.workload, cluster, args.seed)
-    policy = TimedPolicy(FifoFirstFit())
+    policy = TimedPolicy(make(args.policy))
     t0 = time.perf_counter()
     metrics = summarize(simulate(cluster, workload, policy, runtime))
     wall_s = time.perf_counter() - t0
