@@ -13,7 +13,7 @@ States of the profile are :class:`ResourceState` objects, which placement rules 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -77,32 +77,63 @@ def _holdings_removed(state: ResourceState, job: Job, gpus: np.ndarray) -> tuple
 PlacementRule = Callable[[object, Job], "np.ndarray | None"]
 
 
+def _releases(view: View) -> Iterator[tuple[float, np.ndarray, np.ndarray, np.ndarray, int]]:
+    """(time, free milli per GPU, free CPU per node, free RAM per node, fully free GPUs) at ``now`` and after each
+    expected end, in time order. The arrays are updated in place from one step to the next: copy to keep them."""
+    c = view.cluster
+    now = view.time_s
+    free = view.gpu_free_milli.copy()
+    cpu = view.node_free_cpu_milli.copy()
+    ram = view.node_free_ram_mib.copy()
+    whole = view.free_gpus
+    ends = sorted(view.running.values(), key=lambda r: (r.expected_end_s, r.start_time_s, r.job.job_id))
+    t, i = now, 0
+    while True:
+        yield t, free, cpu, ram, whole
+        if i == len(ends):
+            return
+        t = max(ends[i].expected_end_s, now + OVERDUE_END_S)
+        while i < len(ends) and max(ends[i].expected_end_s, now + OVERDUE_END_S) == t:
+            job, index = ends[i].job, ends[i].gpus.index
+            before = int((free[index] == MILLI_PER_GPU).sum()) if job.is_fractional else 0
+            free[index] += job.gpu_milli
+            whole += int((free[index] == MILLI_PER_GPU).sum()) - before
+            if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
+                counts = np.bincount(c.gpu_node[index], minlength=c.n_nodes)
+                cpu += np.where(c.cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
+                ram += np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
+            i += 1
+
+
+def earliest_start(view: View, job: Job, rule: PlacementRule) -> tuple[float, np.ndarray, ResourceState] | None:
+    """(time, GPUs, state) of the first instant, now or at an expected end, at which ``rule`` places ``job``.
+
+    Resources only come back over time, so this streams through the expected ends without building a profile.
+    None when the job does not fit even once every running job has ended.
+    """
+    need = 0 if job.is_fractional else job.n_gpus
+    for t, free, cpu, ram, whole in _releases(view):
+        if whole < need:
+            continue
+        state = ResourceState(view, free, cpu, ram, t)
+        gpus = rule(state, job)
+        if gpus is not None:
+            return t, gpus, state
+    return None
+
+
 class AvailabilityProfile:
     """Free resources as a step function of future time, from expected ends and added reservations."""
 
     def __init__(self, view: View) -> None:
         self._view = view
-        now = view.time_s
-        free = view.gpu_free_milli.copy()
-        cpu = view.node_free_cpu_milli.copy()
-        ram = view.node_free_ram_mib.copy()
-        self.times: list[float] = [now]
-        self._arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(free, cpu, ram)]
+        self.times: list[float] = []
+        self._arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._whole_free: list[int] = []  # fully free GPUs per breakpoint: a cheap necessary test before placing
-        c = view.cluster
-        ends = sorted(view.running.values(), key=lambda r: (r.expected_end_s, r.start_time_s, r.job.job_id))
-        for running in ends:
-            t = max(running.expected_end_s, now + OVERDUE_END_S)
-            if t != self.times[-1]:
-                free, cpu, ram = free.copy(), cpu.copy(), ram.copy()
-                self.times.append(t)
-                self._arrays.append((free, cpu, ram))
-            job, index = running.job, running.gpus.index
-            free[index] += job.gpu_milli
-            counts = np.bincount(c.gpu_node[index], minlength=c.n_nodes)
-            cpu += np.where(c.cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
-            ram += np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
-        self._whole_free = [int((a[0] == MILLI_PER_GPU).sum()) for a in self._arrays]
+        for t, free, cpu, ram, whole in _releases(view):
+            self.times.append(t)
+            self._arrays.append((free.copy(), cpu.copy(), ram.copy()))
+            self._whole_free.append(whole)
 
     def state(self, i: int) -> ResourceState:
         """The free resources from ``times[i]`` until the next breakpoint."""
@@ -175,7 +206,7 @@ def easy_backfill(view: View, head: Job, others: Iterable[Job],
     than the reservation, or the head still fits at the reservation with that job's GPUs taken. (None, None, None)
     when the head can never start; (start, None, None) when no job can be backfilled now.
     """
-    found = AvailabilityProfile(view).earliest_start(head, rule)
+    found = earliest_start(view, head, rule)
     if found is None:
         return None, None, None
     shadow_s, _, state = found
