@@ -1,101 +1,88 @@
-"""Replay a workload on a cluster under a scheduling policy and print its metrics (SPEC §7).
+"""Evaluate scheduling policies side by side: suites of workloads × seeds × loads, tables, intervals and plots.
 
-With no arguments: the embedded default (the synthetic ``default`` workload on the 512-GPU ``hetero-64`` cluster)
-under the minimal policy (FIFO + first-fit, no backfilling). The full harness (many policies, suites, plots,
-confidence intervals) replaces this front-end when it lands.
+    python evaluate.py                                     # the default suite: main heuristics, synthetic default
+    python evaluate.py --policies fifo,sjf+easy/pack --workload small --cluster tiny --seeds 0,1,2,3
+    python evaluate.py --suite rlscheduler --workload swf:../shared/traces/lublin-synthetic/lublin_256.swf
+    python evaluate.py --suite gpu --workers 2 --json
 
-    python evaluate.py
-    python evaluate.py --workload small --cluster tiny --seed 3 --policy sjf+easy/pack
-    python evaluate.py --workload swf:../shared/traces/lublin-synthetic/lublin_256.swf
-    python evaluate.py --json
+Workloads: a synthetic preset name or YAML path, or a trace as FORMAT:PATH (swf, philly, openb, tiresias). Policy
+names: ORDER[+BACKFILL][/PLACEMENT] or rls:ORDER[+rlsbackfill] (``python -m baselines`` lists them). The run
+folder (``--out``, default ``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json and the plots.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-import numpy as np
-
-from baselines import make
-from envs import ClusterSpec, RuntimeConfig, View, load_cluster, simulate
-from envs.cluster import swf_machine
-from envs.metrics import METRIC_DOCS, summarize
-from envs.policy import Action, Policy
-from envs.workload import TRACE_FORMATS, Workload, load_trace
-from envs.workload.synthetic import generate, load_workload_config
+from envs import ConfigError
+from evaluation.aggregate import markdown_table
+from evaluation.backends import BACKENDS, execute
+from evaluation.report import write_run_folder
+from evaluation.suites import SUITES, suite_specs
 
 
-class TimedPolicy:
-    """Wraps a policy and records the wall-clock latency of each decision [s]."""
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-        self.name = policy.name
-        self.latencies_s: list[float] = []
-
-    def reset(self) -> None:
-        self.policy.reset()
-        self.latencies_s.clear()
-
-    def act(self, view: View) -> Action:
-        t0 = time.perf_counter()
-        action = self.policy.act(view)
-        self.latencies_s.append(time.perf_counter() - t0)
-        return action
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
 
 
-def load_workload(spec: str, cluster: ClusterSpec | None, seed: int) -> tuple[Workload, ClusterSpec, RuntimeConfig]:
-    """The workload, the cluster to run it on and the runtime model, from the command line's words."""
-    fmt, _, path = spec.partition(":")
-    if fmt in TRACE_FORMATS and path:
-        workload = load_trace(path, fmt)
-        if cluster is None:
-            if fmt != "swf" or not workload.machine_gpus:
-                raise SystemExit(f"evaluate.py: give --cluster for the {fmt} trace {path}")
-            cluster = swf_machine(workload.machine_gpus)
-        return workload, cluster, RuntimeConfig.rigid() if fmt == "swf" else RuntimeConfig()
-    cluster = cluster or load_cluster("hetero-64")
-    return generate(load_workload_config(spec), seed=seed, capacity_gpus=cluster.n_gpus), cluster, RuntimeConfig()
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", choices=SUITES, default="default", help="which suite (default: default)")
+    parser.add_argument("--policies", help="comma-separated policy names (default: the suite's)")
+    parser.add_argument("--workload", action="append", default=[], help="preset name, YAML or FORMAT:PATH; repeat")
+    parser.add_argument("--cluster", help="cluster preset, YAML, swf:N or openb:PATH (default: the workload's)")
+    parser.add_argument("--seeds", type=_ints, default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
+    parser.add_argument("--load", type=_floats, default=[1.0], help="comma-separated load factors (default 1)")
+    parser.add_argument("--starts", type=_ints, help="rlscheduler: first job of each sequence (default: peer's)")
+    parser.add_argument("--length", type=int, default=1024, help="rlscheduler: jobs per sequence (default 1024)")
+    parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
+                        help="parallel runs (default: the cores, at most 4)")
+    parser.add_argument("--backend", choices=BACKENDS, default="local", help="local processes or Ray tasks")
+    parser.add_argument("--ray-address", help="address of an existing Ray cluster (backend ray)")
+    parser.add_argument("--out", type=Path, help="run folder (default runs/eval-SUITE-TIME)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the plots")
+    parser.add_argument("--json", action="store_true", help="print summary.json to stdout and nothing else")
+    return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", default="default",
-                        help="synthetic preset name or YAML path, or FORMAT:PATH with FORMAT in "
-                             f"{', '.join(TRACE_FORMATS)} (default: default)")
-    parser.add_argument("--cluster", default=None,
-                        help="cluster preset name, YAML path, swf:N or openb:NODE_LIST.csv (default: hetero-64; "
-                             "an SWF trace defaults to its own machine)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic generator (default: 0)")
-    parser.add_argument("--policy", default="fifo",
-                        help="ORDER[+BACKFILL][/PLACEMENT], e.g. sjf+easy/topology (python -m baselines lists them)")
-    parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object, nothing else")
-    args = parser.parse_args(argv)
-
-    cluster = load_cluster(args.cluster) if args.cluster else None
-    workload, cluster, runtime = load_workload(args.workload, cluster, args.seed)
-    policy = TimedPolicy(make(args.policy))
-    t0 = time.perf_counter()
-    metrics = summarize(simulate(cluster, workload, policy, runtime))
-    wall_s = time.perf_counter() - t0
-    latency_us = np.percentile(policy.latencies_s, [50, 99]) * 1e6 if policy.latencies_s else [0.0, 0.0]
-    report = {"workload": workload.name, "cluster": cluster.name, "policy": policy.name, "metrics": metrics,
-              "decision_latency_us": {"p50": float(latency_us[0]), "p99": float(latency_us[1])},
-              "simulated_jobs_per_s": len(workload) / wall_s}
+    args = parse_args(argv)
+    try:
+        specs = suite_specs(args.suite, args.policies.split(",") if args.policies else None, args.workload,
+                            args.cluster, args.seeds, args.load, args.starts, args.length)
+        results = execute(specs, args.workers, args.backend, args.ray_address, progress=not args.json)
+    except ConfigError as exc:
+        print(f"evaluate.py: {exc}", file=sys.stderr)
+        return 2
+    rows = [row for row, _, _ in results]
+    traces = [trace for _, trace, _ in results]
+    timings = [{"policy": row["policy"], "workload": row["workload"], "seed": row["seed"], **timing}
+               for row, _, timing in results]
+    out = args.out or Path("runs") / f"eval-{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+    plots = not args.no_plots
+    try:
+        summary, figures = write_run_folder(out, rows, traces, timings, plots)
+    except ImportError as exc:  # matplotlib missing: keep the tables, say how to get the plots
+        print(f"evaluate.py: no plots: {exc}", file=sys.stderr)
+        summary, figures = write_run_folder(out, rows, traces, timings, plots=False)
     if args.json:
-        json.dump(report, sys.stdout, indent=2)
-        print()
+        print(json.dumps(summary, indent=2))
         return 0
-    print(f"workload {workload.name}: {len(workload)} jobs; cluster {cluster.describe()}; policy {policy.name}")
-    print("\n| metric | value | meaning |\n|---|---:|---|")
-    for key, value in metrics.items():
-        print(f"| {key} | {value:,.4g} | {METRIC_DOCS[key]} |")
-    print(f"\ndecision latency p50 {latency_us[0]:.1f} µs, p99 {latency_us[1]:.1f} µs; "
-          f"{report['simulated_jobs_per_s']:,.0f} simulated jobs/s")
+    print(markdown_table(summary["results"]))
+    latency = ", ".join(f"{p} {v['p50']:.0f}/{v['p99']:.0f}" for p, v in summary["decision_latency_us"].items())
+    print(f"\ndecision latency p50/p99 [µs]: {latency}")
+    print(f"run folder: {out} (results.csv, timing.csv, summary.json{', ' if figures else ''}"
+          f"{', '.join(f.name for f in figures)})")
     return 0
 
 

@@ -1,0 +1,1 @@
+"""The evaluation harness: policies × workloads × seeds × loads → metrics tables, confidence intervals, plots."""

@@ -1,0 +1,56 @@
+"""The run folder: ``results.csv`` (one row per run), ``timing.csv`` (wall-clock figures, machine-dependent),
+``summary.json`` (per policy × workload means and bootstrap 95% intervals) and the plots.
+
+``summary.json`` = ``{"results": [{"policy", "workload", "cluster", "n_seeds", "metrics": {...}, "ci95": {...}}],
+"decision_latency_us": {policy: {"p50", "p99"}}, "metric_docs": {key: meaning and unit}, "runs": n}``; the metric
+keys and their units are those of :data:`envs.metrics.METRIC_DOCS` (``mean_wait_s``, ``p95_wait_s``,
+``mean_bsld``, ``mean_jct_s``, ``utilization``, ``makespan_s``, ...).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs.metrics import METRIC_DOCS
+from evaluation.aggregate import aggregate, group_by
+
+
+def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """Rows as CSV, columns in first-row order (floats written with repr: exact round trip)."""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def build_summary(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The content of summary.json."""
+    latency = {
+        policy: {"p50": float(np.mean([t["decision_p50_us"] for t in runs])),
+                 "p99": float(np.mean([t["decision_p99_us"] for t in runs]))}
+        for policy, runs in group_by(timings, lambda t: t["policy"]).items()
+    }
+    return {"results": aggregate(rows), "decision_latency_us": latency, "metric_docs": dict(METRIC_DOCS),
+            "runs": len(rows)}
+
+
+def write_run_folder(out: Path, rows: Sequence[dict[str, Any]], traces: Sequence[dict[str, Any]],
+                     timings: Sequence[dict[str, Any]], plots: bool = True) -> tuple[dict[str, Any], list[Path]]:
+    """Write results.csv, timing.csv, summary.json and (if matplotlib is there) the plots; return the summary."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "results.csv", rows)
+    write_csv(out / "timing.csv", timings)
+    summary = build_summary(rows, timings)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    figures: list[Path] = []
+    if plots:
+        from evaluation.plots import plot_all
+
+        figures = plot_all(summary["results"], traces, out)
+    return summary, figures

@@ -1,0 +1,175 @@
+"""One evaluation run: a policy on a workload (one seed, one load factor), on the simulator or the peer engine.
+
+A run gives a *row* (the SPEC §7 metrics, deterministic) and a *trace* (per-job data for the plots). Wall-clock
+figures (decision latency, simulation time) are kept apart from the row, in ``timing``, so that result tables do
+not depend on the machine, the backend or the number of workers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baselines import make
+from baselines.registry import RLS_PREFIX
+from envs import ClusterSpec, ConfigError, Job, JobLog, JobRecord, JobState, RuntimeConfig, View, load_cluster, simulate
+from envs.cluster import swf_machine
+from envs.metrics import summarize
+from envs.peer_rls import run_sequence
+from envs.policy import Action, Policy
+from envs.workload import TRACE_FORMATS, Workload, load_trace
+from envs.workload.swf_peer import PeerTrace, load_swf_peer
+from envs.workload.synthetic import generate, load_workload_config
+
+GANTT_MAX_JOBS = 300
+"""Runs with at most this many jobs keep per-job GPU intervals for a Gantt chart."""
+
+OPENB_NODE_LIST = "openb_node_list_gpu_node.csv"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to run. ``workload``: a synthetic preset name or YAML path, or ``FORMAT:PATH`` of a trace."""
+
+    policy: str
+    workload: str
+    cluster: str | None = None  # preset / YAML / swf:N / openb:PATH; None: the workload's natural cluster
+    seed: int = 0  # synthetic generator seed (traces: only labels the run)
+    load: float = 1.0  # load factor: synthetic target load × load, or trace inter-arrivals ÷ load
+    window: tuple[int, int] | None = None  # (first job index, number of jobs) of a trace
+    label: str | None = None  # workload name in the tables (default: derived from the spec)
+
+    @property
+    def workload_label(self) -> str:
+        """The workload's name in result tables."""
+        if self.label:
+            return self.label
+        fmt, colon, path = self.workload.partition(":")
+        name = Path(path).name if colon and fmt in TRACE_FORMATS else self.workload
+        window = f"[{self.window[0]}:{self.window[0] + self.window[1]}]" if self.window else ""
+        load = f"@{self.load:g}" if self.load != 1.0 else ""
+        return f"{name}{window}{load}"
+
+
+class TimedPolicy:
+    """Wraps a policy and records the wall-clock latency of each decision [s]."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.name = policy.name
+        self.latencies_s: list[float] = []
+
+    def reset(self) -> None:
+        self.policy.reset()
+        self.latencies_s.clear()
+
+    def act(self, view: View) -> Action:
+        t0 = time.perf_counter()
+        action = self.policy.act(view)
+        self.latencies_s.append(time.perf_counter() - t0)
+        return action
+
+
+def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
+    """(row, trace, timing) of one run."""
+    t0 = time.perf_counter()
+    if spec.policy.strip().lower().startswith(RLS_PREFIX):
+        log, latencies = _run_peer(spec)
+    else:
+        cluster, workload, runtime = resolve(spec)
+        policy = TimedPolicy(make(spec.policy))
+        log = simulate(cluster, workload, policy, runtime)
+        latencies = policy.latencies_s
+    p50, p99 = np.percentile(latencies, [50, 99]) * 1e6 if latencies else (0.0, 0.0)
+    row = {"policy": spec.policy, "workload": spec.workload_label, "cluster": log.cluster_name, "seed": spec.seed,
+           "load": spec.load, **summarize(log)}
+    timing = {"decision_p50_us": float(p50), "decision_p99_us": float(p99), "sim_wall_s": time.perf_counter() - t0}
+    return row, _trace(spec, row, log), timing
+
+
+def resolve(spec: RunSpec) -> tuple[ClusterSpec, Workload, RuntimeConfig]:
+    """The cluster, job table and runtime model of a (non-peer) run."""
+    fmt, colon, path = spec.workload.partition(":")
+    if colon and fmt in TRACE_FORMATS:
+        workload = _trace_once(str(Path(path).resolve()), fmt)
+        if spec.window:
+            workload = workload.window(*spec.window, rebase=False)
+        if spec.load != 1.0:
+            workload = workload.scale_load(spec.load)
+        cluster = load_cluster(spec.cluster) if spec.cluster else _natural_cluster(fmt, path, workload)
+        return cluster, workload, RuntimeConfig.rigid() if fmt == "swf" else RuntimeConfig()
+    cluster = load_cluster(spec.cluster or "hetero-64")
+    config = load_workload_config(spec.workload)
+    if spec.load != 1.0:
+        from dataclasses import replace
+
+        config = replace(config, target_load=config.target_load * spec.load)
+    return cluster, generate(config, seed=spec.seed, capacity_gpus=cluster.n_gpus), RuntimeConfig()
+
+
+def _natural_cluster(fmt: str, path: str, workload: Workload) -> ClusterSpec:
+    if fmt == "swf" and workload.machine_gpus:
+        return swf_machine(workload.machine_gpus)
+    if fmt == "openb" and (nodes := Path(path).with_name(OPENB_NODE_LIST)).exists():
+        return load_cluster(f"openb:{nodes}")
+    if fmt == "philly":
+        return load_cluster("philly-like")
+    raise ConfigError(f"workload {fmt}:{path}: give a cluster (--cluster) to replay it on")
+
+
+@lru_cache(maxsize=8)
+def _trace_once(path: str, fmt: str) -> Workload:
+    return load_trace(path, fmt)
+
+
+@lru_cache(maxsize=4)
+def _peer_trace_once(path: str) -> PeerTrace:
+    return load_swf_peer(path)
+
+
+def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
+    """A ``rls:`` policy on the peer-compatible engine, logged like a simulator run (GPU = processor)."""
+    fmt, _, path = spec.workload.partition(":")
+    if fmt != "swf" or not spec.window:
+        raise ConfigError(f"policy {spec.policy!r}: rls: policies replay windows of SWF traces (swf:PATH)")
+    trace = _peer_trace_once(str(Path(path).resolve()))
+    start, length = spec.window
+    jobs = trace.jobs[start : start + length]
+    choose, backfill = make(spec.policy)
+    latencies: list[float] = []
+
+    def timed_choose(queue: Any, now: int) -> int:
+        t0 = time.perf_counter()
+        index = choose(queue, now)
+        latencies.append(time.perf_counter() - t0)
+        return index
+
+    result = run_sequence(jobs, trace.machine, timed_choose, backfill)
+    records = []
+    for job, start_s in zip(jobs, result.start_times, strict=True):
+        spec_job = Job(job.job_id, float(job.submit), float(job.run), float(max(job.request, 1)),
+                       n_gpus=max(job.procs, 1))
+        records.append(JobRecord(job=spec_job, state=JobState.COMPLETED, start_time_s=float(start_s),
+                                 finish_time_s=float(start_s + job.run), speed=1.0, topology_factor=1.0))
+    total = round(trace.machine.nodes * trace.machine.procs_per_node)
+    busy = sum(r.job.gpu_share * r.run_s for r in records)
+    log = JobLog(cluster_name=f"peer:{trace.machine.nodes}x{trace.machine.procs_per_node:g}", total_gpus=total,
+                 records=tuple(records), busy_gpu_s=busy, idle_gpu_s_while_pending=0.0, fragmented_gpu_s=0.0)
+    return log, latencies
+
+
+def _trace(spec: RunSpec, row: dict[str, Any], log: JobLog) -> dict[str, Any]:
+    done = log.completed()
+    gantt = [[r.job.job_id, r.start_time_s, r.finish_time_s, list(r.gpus)] for r in done] \
+        if len(done) <= GANTT_MAX_JOBS and all(len(r.gpus) for r in done) else []
+    return {
+        "policy": row["policy"], "workload": row["workload"], "seed": spec.seed, "total_gpus": log.total_gpus,
+        "wait_s": [r.wait_s for r in done],
+        "intervals": [[r.start_time_s, r.finish_time_s, r.job.gpu_share] for r in done],
+        "gantt": gantt,
+    }

@@ -1,0 +1,74 @@
+"""Named suites: which policies run on which workloads, seeds and loads.
+
+- ``default``: the embedded synthetic workload on hetero-64, 3 seeds, the main heuristics.
+- ``gpu``: windows of the Philly trace on ``philly-like`` and of the Alibaba openb trace on its own nodes, with
+  placement rules (trace paths from ``--workload``, else ``../shared/traces`` when present).
+- ``rlscheduler``: the RL batch-scheduling protocol on an SWF trace: 10 sequences of 1024 jobs drawn as the peer
+  draws them (or ``--starts``/``--length``); the peer's five orders with and without its backfill on the peer
+  engine, beside our orders with EASY and conservative backfilling on our simulator. Sequence i is "seed" i.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from envs import ConfigError
+from envs.peer_rls import peer_start_indices
+from envs.workload.swf_peer import load_swf_peer
+from evaluation.runner import RunSpec
+
+SUITES = ("default", "gpu", "rlscheduler")
+MAIN_HEURISTICS = ("fifo", "sjf", "fcfs+easy", "sjf+easy/pack", "fairshare+easy/topology", "multifactor+easy/pack")
+GPU_HEURISTICS = ("fifo/pack", "fcfs+easy/pack", "sjf+easy/topology", "fairshare+easy/pack")
+PEER_ORDERS = ("fcfs", "sjf", "f1", "wfp3-peer", "unicep-peer")
+OUR_ORDERS = ("fcfs", "sjf", "f1", "wfp3", "unicep")
+SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+GPU_TRACES = {"philly": SHARED_TRACES / "philly-rfold" / "philly_trace.csv.gz",
+              "openb": SHARED_TRACES / "alibaba-openb-gpu-v2023" / "openb_pod_list_default.csv"}
+GPU_WINDOWS = {"philly": (100_000, 2_000), "openb": (4_000, 2_000)}  # (first job, jobs): busy stretches of each
+GPU_CLUSTERS = {"philly": "philly-like", "openb": None}  # None: the trace's own node list
+
+
+def suite_specs(suite: str, policies: Sequence[str] | None = None, workloads: Sequence[str] = (),
+                cluster: str | None = None, seeds: Sequence[int] = (0, 1, 2), loads: Sequence[float] = (1.0,),
+                starts: Sequence[int] | None = None, length: int = 1024) -> list[RunSpec]:
+    """The runs of ``suite``; arguments override its defaults."""
+    if suite == "default":
+        return [RunSpec(p, w, cluster, seed, load) for w in (workloads or ("default",)) for load in loads
+                for seed in seeds for p in (policies or MAIN_HEURISTICS)]
+    if suite == "gpu":
+        return _gpu(policies or GPU_HEURISTICS, workloads, cluster, loads)
+    if suite == "rlscheduler":
+        return _rlscheduler(policies, workloads, starts, length)
+    raise ConfigError(f"suite {suite!r}: unknown (known: {', '.join(SUITES)})")
+
+
+def _gpu(policies: Sequence[str], workloads: Sequence[str], cluster: str | None,
+         loads: Sequence[float]) -> list[RunSpec]:
+    traces = list(workloads) or [f"{fmt}:{path}" for fmt, path in GPU_TRACES.items() if path.exists()]
+    if not traces:
+        raise ConfigError("suite gpu: give --workload philly:PATH and/or openb:PATH (no shared traces found)")
+    specs = []
+    for trace in traces:
+        fmt = trace.partition(":")[0]
+        if fmt not in GPU_WINDOWS:
+            raise ConfigError(f"suite gpu: {trace!r} is not a philly: or openb: trace")
+        specs += [RunSpec(p, trace, cluster or GPU_CLUSTERS[fmt], 0, load, GPU_WINDOWS[fmt])
+                  for load in loads for p in policies]
+    return specs
+
+
+def _rlscheduler(policies: Sequence[str] | None, workloads: Sequence[str], starts: Sequence[int] | None,
+                 length: int) -> list[RunSpec]:
+    if len(workloads) != 1 or not workloads[0].startswith("swf:"):
+        raise ConfigError("suite rlscheduler: give exactly one --workload swf:PATH")
+    trace = workloads[0]
+    if starts is None:
+        starts = peer_start_indices(len(load_swf_peer(trace[4:]).jobs), length=length)
+    if policies is None:
+        policies = [f"rls:{o}{b}" for o in PEER_ORDERS for b in ("", "+rlsbackfill")]
+        policies += [f"{o}+{b}" for o in OUR_ORDERS for b in ("easy", "conservative")]
+    label = f"{Path(trace[4:]).name}[{len(starts)}x{length}]"
+    return [RunSpec(p, trace, None, i, 1.0, (start, length), label) for p in policies
+            for i, start in enumerate(starts)]

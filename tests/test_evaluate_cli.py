@@ -1,0 +1,76 @@
+"""The harness end to end: the CLI's run folder, backend independence, and the rlscheduler suite's peer rows."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluation.backends import execute
+from evaluation.report import write_csv
+from evaluation.suites import suite_specs
+
+ROOT = Path(__file__).resolve().parents[1]
+LUBLIN = ROOT.parent / "shared" / "traces" / "lublin-synthetic" / "lublin_256.swf"
+SMALL = ["--workload", "small", "--cluster", "tiny", "--seeds", "0,1", "--policies", "fifo,sjf+easy/pack"]
+
+
+def evaluate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "evaluate.py"), *args], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+
+
+def test_cli_writes_the_run_folder_and_prints_a_table(tmp_path):
+    done = evaluate(*SMALL, "--out", str(tmp_path), "--workers", "1")
+    assert "| fifo | small | 2 |" in done.stdout and "sjf+easy/pack" in done.stdout
+    for name in ("results.csv", "timing.csv", "summary.json"):
+        assert (tmp_path / name).stat().st_size > 0
+    rows = list(csv.DictReader((tmp_path / "results.csv").open()))
+    assert len(rows) == 4 and {r["policy"] for r in rows} == {"fifo", "sjf+easy/pack"}
+    if importlib.util.find_spec("matplotlib"):
+        for name in ("wait_cdf.png", "bars.png", "utilization.png", "gantt.png"):
+            assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_json_flag_prints_only_the_summary(tmp_path):
+    done = evaluate(*SMALL, "--out", str(tmp_path), "--json", "--no-plots")
+    summary = json.loads(done.stdout)
+    assert [r["policy"] for r in summary["results"]] == ["fifo", "sjf+easy/pack"]
+    entry = summary["results"][0]
+    required = {"mean_wait_s", "p95_wait_s", "mean_bsld", "mean_jct_s", "utilization", "makespan_s"}
+    assert entry["n_seeds"] == 2 and required <= set(entry["metrics"]) and set(entry["ci95"]) == set(entry["metrics"])
+    assert "mean_wait_s" in summary["metric_docs"] and "fifo" in summary["decision_latency_us"]
+
+
+def test_bad_arguments_exit_2_with_a_message():
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--policies", "nope"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "unknown order" in done.stderr
+
+
+def results_csv(tmp_path: Path, name: str, **kwargs) -> str:
+    specs = suite_specs("default", ["fifo", "fcfs+easy/pack", "fairshare/topology"], ["small"], "tiny", (0, 1, 2))
+    rows = [row for row, _, _ in execute(specs, progress=False, **kwargs)]
+    write_csv(tmp_path / name, rows)
+    return (tmp_path / name).read_text()
+
+
+def test_results_do_not_depend_on_workers_or_backend(tmp_path):
+    one = results_csv(tmp_path, "one.csv", workers=1)
+    assert one == results_csv(tmp_path, "two.csv", workers=2)
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is not installed (pip install 'gpusched[ray]')")
+    assert one == results_csv(tmp_path, "ray.csv", workers=2, backend="ray")
+
+
+@pytest.mark.skipif(not LUBLIN.exists(), reason=f"lublin trace not found at {LUBLIN}")
+def test_rlscheduler_suite_reproduces_the_published_peer_numbers(tmp_path):
+    done = evaluate("--suite", "rlscheduler", "--workload", f"swf:{LUBLIN}", "--json", "--no-plots",
+                    "--policies", "rls:fcfs,rls:sjf+rlsbackfill,rls:f1", "--out", str(tmp_path))
+    means = {r["policy"]: r["metrics"]["mean_bsld"] for r in json.loads(done.stdout)["results"]}
+    assert means == pytest.approx({"rls:fcfs": 7273.77, "rls:sjf+rlsbackfill": 73.31, "rls:f1": 258.37}, abs=0.005)
