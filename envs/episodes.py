@@ -31,7 +31,8 @@ class EpisodeSource:
             if not path:
                 raise ConfigError(f"env.workload: {fmt}: needs a trace path, e.g. workload='{fmt}:PATH'")
             self._trace = self._load_trace(fmt, path)
-            self.cluster = self._trace_cluster(fmt, path, self._trace)
+            self.cluster = load_cluster(config.cluster) if config.cluster != "auto" else \
+                natural_cluster(fmt, path, self._trace)
         else:
             self.cluster = load_cluster("hetero-64" if config.cluster == "auto" else config.cluster)
             synthetic = load_workload_config(config.workload)
@@ -42,7 +43,7 @@ class EpisodeSource:
 
     def _load_trace(self, fmt: str, path: str) -> Workload:
         config = self.config
-        workload = _load_trace_once(str(Path(path).resolve()), fmt)
+        workload = load_trace_once(path, fmt)
         if config.trace_split != "all":
             train, test = workload.split_by_time(config.train_fraction)
             workload = train if config.trace_split == "train" else test
@@ -54,19 +55,6 @@ class EpisodeSource:
                 f"fewer than {config.episode_jobs}"
             )
         return workload
-
-    def _trace_cluster(self, fmt: str, path: str, trace: Workload) -> ClusterSpec:
-        if self.config.cluster != "auto":
-            return load_cluster(self.config.cluster)
-        if fmt == "swf" and trace.machine_gpus:
-            return swf_machine(trace.machine_gpus)
-        if fmt == "openb":
-            nodes = Path(path).with_name(OPENB_NODE_LIST)
-            if nodes.exists():
-                return load_cluster(f"openb:{nodes}")
-        if fmt == "philly":
-            return load_cluster("philly-like")
-        raise ConfigError(f"env.cluster: cannot tell which cluster {path} ran on; give cluster=...")
 
     def sample(self, rng: np.random.Generator) -> Workload:
         """The workload of one episode, drawn with ``rng``."""
@@ -80,7 +68,23 @@ class EpisodeSource:
         return window
 
 
-@lru_cache(maxsize=4)
-def _load_trace_once(path: str, fmt: str) -> Workload:
-    """A trace loaded once per process: many envs (and every reset) share the immutable job table."""
+def load_trace_once(path: str, fmt: str) -> Workload:
+    """A trace loaded once per process: many envs, resets and evaluation runs share the immutable job table."""
+    return _load_trace_cached(str(Path(path).resolve()), fmt)
+
+
+@lru_cache(maxsize=8)
+def _load_trace_cached(path: str, fmt: str) -> Workload:
     return load_trace(path, fmt)
+
+
+def natural_cluster(fmt: str, path: str, trace: Workload) -> ClusterSpec:
+    """The cluster a trace is replayed on by default: an SWF trace's own machine, the openb node list beside the
+    pod file, ``philly-like`` for Philly."""
+    if fmt == "swf" and trace.machine_gpus:
+        return swf_machine(trace.machine_gpus)
+    if fmt == "openb" and (nodes := Path(path).with_name(OPENB_NODE_LIST)).exists():
+        return load_cluster(f"openb:{nodes}")
+    if fmt == "philly":
+        return load_cluster("philly-like")
+    raise ConfigError(f"cannot tell which cluster {path} ran on; give a cluster")

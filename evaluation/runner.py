@@ -18,18 +18,17 @@ import numpy as np
 from baselines import make
 from baselines.registry import RLS_PREFIX
 from envs import ClusterSpec, ConfigError, Job, JobLog, JobRecord, JobState, RuntimeConfig, View, load_cluster, simulate
-from envs.cluster import swf_machine
+from envs.episodes import load_trace_once, natural_cluster
 from envs.metrics import summarize
 from envs.peer_rls import run_sequence
 from envs.policy import Action, Policy
-from envs.workload import TRACE_FORMATS, Workload, load_trace
+from envs.workload import TRACE_FORMATS, Workload
 from envs.workload.swf_peer import PeerTrace, load_swf_peer
 from envs.workload.synthetic import generate, load_workload_config
 
 GANTT_MAX_JOBS = 300
 """Runs with at most this many jobs keep per-job GPU intervals for a Gantt chart."""
 
-OPENB_NODE_LIST = "openb_node_list_gpu_node.csv"
 
 
 @dataclass(frozen=True)
@@ -96,12 +95,12 @@ def resolve(spec: RunSpec) -> tuple[ClusterSpec, Workload, RuntimeConfig]:
     """The cluster, job table and runtime model of a (non-peer) run."""
     fmt, colon, path = spec.workload.partition(":")
     if colon and fmt in TRACE_FORMATS:
-        workload = _trace_once(str(Path(path).resolve()), fmt)
+        workload = load_trace_once(path, fmt)
         if spec.window:
             workload = workload.window(*spec.window, rebase=False)
         if spec.load != 1.0:
             workload = workload.scale_load(spec.load)
-        cluster = load_cluster(spec.cluster) if spec.cluster else _natural_cluster(fmt, path, workload)
+        cluster = load_cluster(spec.cluster) if spec.cluster else natural_cluster(fmt, path, workload)
         return cluster, workload, RuntimeConfig.rigid() if fmt == "swf" else RuntimeConfig()
     cluster = load_cluster(spec.cluster or "hetero-64")
     config = load_workload_config(spec.workload)
@@ -110,21 +109,6 @@ def resolve(spec: RunSpec) -> tuple[ClusterSpec, Workload, RuntimeConfig]:
 
         config = replace(config, target_load=config.target_load * spec.load)
     return cluster, generate(config, seed=spec.seed, capacity_gpus=cluster.n_gpus), RuntimeConfig()
-
-
-def _natural_cluster(fmt: str, path: str, workload: Workload) -> ClusterSpec:
-    if fmt == "swf" and workload.machine_gpus:
-        return swf_machine(workload.machine_gpus)
-    if fmt == "openb" and (nodes := Path(path).with_name(OPENB_NODE_LIST)).exists():
-        return load_cluster(f"openb:{nodes}")
-    if fmt == "philly":
-        return load_cluster("philly-like")
-    raise ConfigError(f"workload {fmt}:{path}: give a cluster (--cluster) to replay it on")
-
-
-@lru_cache(maxsize=8)
-def _trace_once(path: str, fmt: str) -> Workload:
-    return load_trace(path, fmt)
 
 
 @lru_cache(maxsize=4)
