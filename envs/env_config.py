@@ -40,6 +40,7 @@ class EnvConfig:
     max_runtime_obs_s: float = 7 * 86400.0  # requested wall time that maps to 1.0 (log scale) [s]
     max_dataset_obs_gib: float = 1000.0  # dataset size that maps to 1.0 (log scale) [GiB]
     max_priority_obs: int = 4  # priority class that maps to 1.0
+    ending_soon_obs_s: float = 3600.0  # horizon of the "ending_soon" feature (expected ends within it) [s]
 
     def __post_init__(self) -> None:
         if not isinstance(self.placement_rules, tuple):
@@ -48,7 +49,8 @@ class EnvConfig:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"env.{key}: must be an integer >= 1, got {value!r}")
-        for key in ("wait_scale_s", "load_factor", "max_wait_obs_s", "max_runtime_obs_s", "max_dataset_obs_gib"):
+        for key in ("wait_scale_s", "load_factor", "max_wait_obs_s", "max_runtime_obs_s", "max_dataset_obs_gib",
+                    "ending_soon_obs_s"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"env.{key}: must be a number > 0, got {value!r}")

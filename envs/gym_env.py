@@ -73,7 +73,7 @@ class GPUClusterEnv(gym.Env):
     | | | queue_beyond_window | max(0, pending − K) / max_queue_obs, clipped |
     | | | queue | pending / max_queue_obs, clipped |
     | | | utilization | allocated GPU share / cluster GPUs |
-    | | | jobs_ended | jobs of the episode ended (completed or rejected) / M |
+    | | | ending_soon | GPU share of running jobs expected (by requested time) to end within ending_soon_obs_s |
     | | | running | running jobs / max_queue_obs, clipped |
 
     ## Rewards
@@ -126,14 +126,12 @@ class GPUClusterEnv(gym.Env):
         self._slot_jobs: list[Job] = []
         self._plans: list[list[Placement]] = []
         self._mask = np.zeros(self.config.n_actions, dtype=bool)
-        self._n_jobs = 0
 
     # ---- Gymnasium API -----------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         workload = self._source.sample(self.np_random)
-        self._n_jobs = len(workload)
-        self._encoder.start_episode(workload.jobs)
+        self._encoder.start_episode()
         self._sim = Simulator(self.cluster, workload, self._source.runtime)
         self._integrals = (self._sim.pending_job_s, self._sim.busy_gpu_s)
         self._skip_to_choice()
@@ -236,10 +234,7 @@ class GPUClusterEnv(gym.Env):
 
     def _get_obs(self) -> dict[str, np.ndarray]:
         sim = self._require_sim()
-        return self._encoder.encode(
-            sim.view, self._slot_jobs, self._plans, n_pending=len(sim.view.pending),
-            allocated_share=1.0 - sim.free_share, jobs_ended_share=sim.n_ended / max(1, self._n_jobs),
-        )
+        return self._encoder.encode(sim.view, self._slot_jobs, self._plans)
 
     def _render_text(self) -> str:
         sim = self._require_sim()

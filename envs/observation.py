@@ -24,7 +24,7 @@ JOB_FEATURES = ("present", "gpus", "gpu_share", "estimate", "wait", "gpu_memory"
                 "comm_sensitivity", "dataset", "priority", "preemptible", "fits_now")
 PLACEMENT_FEATURES = ("can_start", "topology_penalty", "speed", "nodes_per_gpu", "staging", "free_left_on_nodes")
 GROUP_FEATURES = ("free_gpus", "free_nodes", "largest_free_share", "free_cpu", "speed", "size")
-GLOBAL_FEATURES = ("time_of_day", "queue_beyond_window", "queue", "utilization", "jobs_ended", "running")
+GLOBAL_FEATURES = ("time_of_day", "queue_beyond_window", "queue", "utilization", "ending_soon", "running")
 
 Placement = np.ndarray | None
 PlacementRule = Callable[[View, Job], Placement]
@@ -63,11 +63,15 @@ class ObservationEncoder:
         })
 
     # ---- per episode -----------------------------------------------------------------------------------------
-    def start_episode(self, jobs: Sequence[Job]) -> None:
-        """Precompute the features of each job that do not change while it waits."""
-        c = self.config
+    def start_episode(self) -> None:
+        """Forget the cached per-job features of the previous episode."""
         self._static = {}
-        for job in jobs:
+
+    def _static_row(self, job: Job) -> np.ndarray:
+        """The features of ``job`` that do not change while it waits (computed once, cached)."""
+        row = self._static.get(job.job_id)
+        if row is None:
+            c = self.config
             row = np.zeros(len(JOB_FEATURES), dtype=np.float32)
             row[1] = math.log1p(job.n_gpus) / self._log_gpus
             row[2] = job.gpu_milli / MILLI_PER_GPU
@@ -79,6 +83,7 @@ class ObservationEncoder:
             row[9] = min(1.0, max(0, job.priority) / c.max_priority_obs)
             row[10] = float(job.preemptible)
             self._static[job.job_id] = row
+        return row
 
     # ---- per decision point ----------------------------------------------------------------------------------
     def plan(self, view: View, slot_jobs: Sequence[Job]) -> list[list[Placement]]:
@@ -101,9 +106,9 @@ class ObservationEncoder:
             plans.append(plan)
         return plans
 
-    def encode(self, view: View, slot_jobs: Sequence[Job], plans: Sequence[Sequence[Placement]], n_pending: int,
-               allocated_share: float, jobs_ended_share: float) -> dict[str, np.ndarray]:
-        """The observation for ``slot_jobs`` (in slot order) and their ``plans``."""
+    def encode(self, view: View, slot_jobs: Sequence[Job],
+               plans: Sequence[Sequence[Placement]]) -> dict[str, np.ndarray]:
+        """The observation for ``slot_jobs`` (in slot order) and their ``plans``, from the view alone."""
         k, p = self.config.slots, len(self.rules)
         jobs = np.zeros((k, len(JOB_FEATURES)), dtype=np.float32)
         placements = np.zeros((k, p, len(PLACEMENT_FEATURES)), dtype=np.float32)
@@ -112,7 +117,7 @@ class ObservationEncoder:
         shared: dict[int, tuple] = {}  # per allocation (slots of one shape share them): what does not depend on the job
         for slot, (job, plan) in enumerate(zip(slot_jobs, plans, strict=True)):
             row = jobs[slot]
-            row[:] = self._static[job.job_id]
+            row[:] = self._static_row(job)
             row[0] = 1.0
             row[4] = min(1.0, math.log1p(now - job.submit_time_s) / log_max_wait)
             row[11] = float(plan[0] is not None)
@@ -123,7 +128,7 @@ class ObservationEncoder:
             "jobs": jobs,
             "placements": placements,
             "cluster": self._cluster_features(view),
-            "global": self._global_features(view, n_pending, allocated_share, jobs_ended_share),
+            "global": self._global_features(view),
         }
 
     def _placement_features(self, view: View, job: Job, gpus: np.ndarray, shared: dict[int, tuple]) -> list[float]:
@@ -160,14 +165,18 @@ class ObservationEncoder:
         out[:, 5] = self.group_gpus / self.cluster.n_gpus
         return np.clip(out, 0.0, 1.0, out=out)
 
-    def _global_features(self, view: View, n_pending: int, allocated_share: float,
-                         jobs_ended_share: float) -> np.ndarray:
+    def _global_features(self, view: View) -> np.ndarray:
         c = self.config
+        n_pending = len(view.pending)
+        capacity = self.cluster.n_gpus * MILLI_PER_GPU
+        allocated = 1.0 - float(view.gpu_free_milli.sum()) / capacity
+        horizon_s = view.time_s + c.ending_soon_obs_s
+        ending = sum(r.job.n_gpus * r.job.gpu_milli for r in view.running.values() if r.expected_end_s <= horizon_s)
         return np.array([
             (view.time_s % 86400.0) / 86400.0,
             min(1.0, max(0, n_pending - c.slots) / c.max_queue_obs),
             min(1.0, n_pending / c.max_queue_obs),
-            min(1.0, allocated_share),
-            min(1.0, jobs_ended_share),
+            min(1.0, max(0.0, allocated)),
+            min(1.0, ending / capacity),
             min(1.0, len(view.running) / c.max_queue_obs),
         ], dtype=np.float32)

@@ -114,16 +114,6 @@ class Simulator:
         return self._busy_milli_s / MILLI_PER_GPU
 
     @property
-    def free_share(self) -> float:
-        """Share of the cluster's GPU capacity (milli-GPU) that is free now, in [0, 1]."""
-        return 1.0 - self._alloc_milli / (self.cluster.n_gpus * MILLI_PER_GPU)
-
-    @property
-    def n_ended(self) -> int:
-        """Jobs that have ended so far (completed or rejected)."""
-        return len(self._records)
-
-    @property
     def events_left(self) -> bool:
         """True while some event (an arrival or a completion) is still to come; waiting without one would stall."""
         return bool(self._running) or self._next_arrival < len(self._jobs)

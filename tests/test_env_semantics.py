@@ -104,9 +104,8 @@ def test_permuting_visible_jobs_permutes_their_rows():
     sim, encoder = env._sim, env._encoder
     jobs, plans = env._slot_jobs, env._plans
     perm = rng.permutation(len(jobs))
-    common = {"n_pending": len(sim.view.pending), "allocated_share": 0.5, "jobs_ended_share": 0.1}
-    base = encoder.encode(sim.view, jobs, plans, **common)
-    permuted = encoder.encode(sim.view, [jobs[i] for i in perm], [plans[i] for i in perm], **common)
+    base = encoder.encode(sim.view, jobs, plans)
+    permuted = encoder.encode(sim.view, [jobs[i] for i in perm], [plans[i] for i in perm])
     n = len(jobs)
     np.testing.assert_array_equal(permuted["jobs"][:n], base["jobs"][:n][perm])
     np.testing.assert_array_equal(permuted["placements"][:n], base["placements"][:n][perm])
