@@ -59,6 +59,11 @@ class View:
         return self._sim._free_gpus
 
     @property
+    def events_left(self) -> bool:
+        """False when waiting now would stall the simulation (nothing running, no future arrival)."""
+        return self._sim.events_left
+
+    @property
     def all_nodes_up(self) -> bool:
         """True when every node is healthy."""
         return self._sim._all_nodes_up

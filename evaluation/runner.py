@@ -81,7 +81,7 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
         log, latencies = _run_peer(spec)
     else:
         cluster, workload, runtime = resolve(spec)
-        policy = TimedPolicy(make(spec.policy))
+        policy = TimedPolicy(_policy(spec.policy))
         log = simulate(cluster, workload, policy, runtime)
         latencies = policy.latencies_s
     p50, p99 = np.percentile(latencies, [50, 99]) * 1e6 if latencies else (0.0, 0.0)
@@ -89,6 +89,15 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
            "load": spec.load, **summarize(log)}
     timing = {"decision_p50_us": float(p50), "decision_p99_us": float(p99), "sim_wall_s": time.perf_counter() - t0}
     return row, _trace(spec, row, log), timing
+
+
+def _policy(name: str) -> Policy:
+    """A heuristic by name, or a trained model by the path of its ``model.zip``."""
+    if name.endswith(".zip"):
+        from agents import load
+
+        return load(name)
+    return make(name)
 
 
 def resolve(spec: RunSpec) -> tuple[ClusterSpec, Workload, RuntimeConfig]:

@@ -1,0 +1,79 @@
+"""A trained model as a policy of the common protocol, so the harness runs it like any heuristic.
+
+The model decides through the env's own observation encoder and action decoding: at each decision point it sees
+the first K pending jobs and the P placement rules' candidates, exactly as in training.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from envs import ConfigError, EnvConfig, View
+from envs.observation import ObservationEncoder
+from envs.placement import PLACEMENT_RULES
+from envs.policy import WAIT, Action, Start
+from envs.runtime import RuntimeConfig
+
+CONFIG_FILE = "config.yaml"
+"""The run folder's resolved configuration; its ``env`` section is the EnvConfig the model was trained with."""
+
+
+class ModelPolicy:
+    """Acts with a saved MaskablePPO model (deterministic, masked) on any simulator view."""
+
+    def __init__(self, model_path: str | Path, env_config: EnvConfig, device: str = "cpu") -> None:
+        from sb3_contrib import MaskablePPO
+
+        self.name = str(model_path)
+        self.config = env_config
+        self.model = MaskablePPO.load(str(model_path), device=device)
+        self._rules = [PLACEMENT_RULES[name] for name in env_config.placement_rules]
+        self._runtime = RuntimeConfig() if env_config.runtime_model == "full" else RuntimeConfig.rigid()
+        self._encoder: ObservationEncoder | None = None
+
+    def reset(self) -> None:
+        """Forget the per-job feature cache."""
+        if self._encoder is not None:
+            self._encoder.start_episode()
+
+    def act(self, view: View) -> Action:
+        """The model's choice among the legal (slot, rule) starts now, or Wait when none is legal."""
+        if self._encoder is None or self._encoder.cluster is not view.cluster:
+            self._encoder = ObservationEncoder(view.cluster, self.config, self._runtime, self._rules)
+            trained = {k: box.shape for k, box in self.model.observation_space.spaces.items()}
+            here = {k: box.shape for k, box in self._encoder.space.spaces.items()}
+            if trained != here:
+                raise ConfigError(f"model {self.name}: trained on observations {trained}; cluster "
+                                  f"{view.cluster.name!r} gives {here} (evaluate it on the cluster it was trained on)")
+        slot_jobs = list(islice(view.pending.values(), self.config.slots))
+        plans = self._encoder.plan(view, slot_jobs)
+        mask = np.zeros(self.config.n_actions, dtype=bool)
+        p = len(self._rules)
+        for slot, plan in enumerate(plans):
+            for rule, gpus in enumerate(plan):
+                mask[slot * p + rule] = gpus is not None
+        if not mask.any():
+            return WAIT
+        mask[-1] = view.events_left  # as in the env: Wait is illegal only when nothing could happen without a start
+        obs = self._encoder.encode(view, slot_jobs, plans)
+        action, _ = self.model.predict(obs, action_masks=mask, deterministic=True)
+        slot, rule = divmod(int(action), p)
+        if int(action) == self.config.n_actions - 1:
+            return WAIT
+        return Start(slot_jobs[slot].job_id, plans[slot][rule])
+
+
+def load(model_path: str | Path, device: str = "cpu") -> ModelPolicy:
+    """The model saved at ``model_path`` (``RUN/model.zip``), with the env config of its run folder."""
+    path = Path(model_path)
+    config_path = path.with_name(CONFIG_FILE)
+    if not path.exists():
+        raise ConfigError(f"model {path}: no such file")
+    if not config_path.exists():
+        raise ConfigError(f"model {path}: {CONFIG_FILE} not found beside it (the run folder of train.py)")
+    env = (yaml.safe_load(config_path.read_text()) or {}).get("env", {})
+    return ModelPolicy(path, EnvConfig.from_dict(env), device)
