@@ -86,8 +86,8 @@ class Fcfs(_KeyOrder):
     name = "fcfs"
 
     def rank(self, view: View) -> list[Job]:
-        """The pending jobs by submit time, then job id."""
-        return sorted(view.pending.values(), key=lambda j: (j.submit_time_s, j.job_id))
+        """The pending jobs by submit time, then job id: the simulator's queue order itself (no sort needed)."""
+        return list(view.pending.values())
 
     def key(self, now_s: float) -> Callable[[Job], float]:
         return lambda j: j.submit_time_s

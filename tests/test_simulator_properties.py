@@ -99,6 +99,8 @@ def check_state(sim: Simulator) -> None:
     assert sim.view.free_gpus == whole.sum()
     assert (sim.view.node_free_cpu_milli >= 0).all() and (sim.view.node_free_ram_mib >= 0).all()
     assert (sim.view.node_free_cpu_milli <= c.node_cpu_milli).all()
+    queue = [(j.submit_time_s, j.job_id) for j in sim.view.pending.values()]
+    assert queue == sorted(queue)  # the queue order orders rely on: submit time, then job id
     held = np.full(c.n_gpus, MILLI_PER_GPU)
     for running in sim.view.running.values():
         held[running.gpus.index] -= running.job.gpu_milli
