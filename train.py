@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         model = MaskablePPO(SlotPolicy, vec, seed=args.seed, device=device, tensorboard_log=str(run_dir / "tb"),
                             policy_kwargs={"hidden": hidden}, **ppo)
     t0 = time.perf_counter()
-    model.learn(total_timesteps=total, reset_num_timesteps=not args.resume, tb_log_name="ppo")
+    model.learn(total_timesteps=total, reset_num_timesteps=not args.resume, tb_log_name="ppo",
+                callback=_callbacks(config, env_id, env_overrides, run_dir, n_envs))
     wall = time.perf_counter() - t0
     model.save(str(model_path))
     vec.close()
@@ -117,6 +118,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval:
         _evaluate(config.get("eval") or {}, model_path, run_dir)
     return 0
+
+
+def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any], run_dir: Path,
+               n_envs: int) -> list[Any]:
+    """Periodic evaluation scalars (beside the best heuristic) and checkpoints, as the config's ``train`` asks."""
+    from stable_baselines3.common.callbacks import CheckpointCallback
+
+    from agents.callbacks import EvalScalars
+
+    train = config.get("train") or {}
+    callbacks: list[Any] = []
+    if train.get("eval_every_steps"):
+        callbacks.append(EvalScalars(env_id, env_overrides, train.get("eval_seeds", [2000, 2001]),
+                                     (config.get("eval") or {}).get("heuristics", ["fifo"]),
+                                     max(1, int(train["eval_every_steps"]) // n_envs)))
+    if train.get("checkpoint_every_steps"):
+        callbacks.append(CheckpointCallback(max(1, int(train["checkpoint_every_steps"]) // n_envs),
+                                            str(run_dir / "checkpoints"), name_prefix="model"))
+    return callbacks
 
 
 def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path) -> None:

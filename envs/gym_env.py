@@ -19,6 +19,7 @@ from envs.observation import ObservationEncoder, Placement
 from envs.placement import PLACEMENT_RULES, PlacementRule
 from envs.profile import easy_backfill
 from envs.simulator import Simulator
+from envs.workload import Workload
 
 
 class GPUClusterEnv(gym.Env):
@@ -118,6 +119,8 @@ class GPUClusterEnv(gym.Env):
         self.render_mode = render_mode
         self._source = EpisodeSource(self.config)
         self.cluster = self._source.cluster
+        self.runtime = self._source.runtime
+        self.workload: Workload | None = None
         self._rules = [PLACEMENT_RULES[name] for name in self.config.placement_rules]
         self._encoder = ObservationEncoder(self.cluster, self.config, self._source.runtime, self._rules)
         self.action_space = spaces.Discrete(self.config.n_actions)
@@ -131,6 +134,7 @@ class GPUClusterEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         workload = self._source.sample(self.np_random)
+        self.workload = workload  # the episode's job table (e.g. to run a heuristic on the same episode)
         self._encoder.start_episode()
         self._sim = Simulator(self.cluster, workload, self._source.runtime)
         self._integrals = (self._sim.pending_job_s, self._sim.busy_gpu_s)

@@ -75,3 +75,23 @@ def test_cuda_is_used_when_present_and_never_required():
     if device == "cpu":
         pytest.skip("no CUDA device here: the CPU path is what ran")
     assert np.isfinite(next(model.policy.parameters()).detach().cpu().numpy()).all()
+
+
+def test_training_logs_eval_scalars_beside_the_heuristic_and_checkpoints(tmp_path):
+    config = tmp_path / "exp.yaml"
+    config.write_text(
+        "env_id: gpusched/GPUCluster-Tiny-v0\nenv: {}\ntotal_timesteps: 256\nn_envs: 1\n"
+        "ppo: {n_steps: 128, batch_size: 64, hidden: 16}\n"
+        "train: {eval_every_steps: 128, eval_seeds: [5], checkpoint_every_steps: 128}\n"
+    )
+    run_dir = tmp_path / "run"
+    subprocess.run([sys.executable, str(ROOT / "train.py"), "--config", str(config), "--run-dir", str(run_dir),
+                    "--device", "cpu", "--no-eval"], cwd=ROOT, check=True, capture_output=True)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(next((run_dir / "tb").rglob("events.out.tfevents*")).parent))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"eval/mean_wait_s", "eval/heuristic_mean_wait_s", "eval/utilization"} <= tags
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.zip")) == ["model_128_steps.zip",
+                                                                               "model_256_steps.zip"]

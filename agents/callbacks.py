@@ -1,0 +1,66 @@
+"""Training callbacks: periodic evaluation episodes logged to TensorBoard beside the best heuristic's figures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from baselines import make
+from envs import simulate
+from envs.metrics import summarize
+
+EVAL_KEYS = ("mean_wait_s", "mean_bsld", "utilization")
+"""Metrics logged under ``eval/`` (the model) and ``eval/heuristic_`` (the best heuristic on the same episodes)."""
+
+
+class EvalScalars(BaseCallback):
+    """Every ``eval_freq`` steps, play ``seeds`` episodes with the current model (deterministic, masked) and log
+    their mean ``EVAL_KEYS``; beside them, once, the best of ``heuristics`` (lowest mean wait) on the same episodes."""
+
+    def __init__(self, env_id: str, env_overrides: dict, seeds: Sequence[int], heuristics: Sequence[str],
+                 eval_freq: int) -> None:
+        super().__init__()
+        self.env = gym.make(env_id, **env_overrides)
+        self.seeds, self.heuristics, self.eval_freq = list(seeds), list(heuristics), eval_freq
+        self.heuristic: dict[str, float] = {}
+        self.heuristic_name = ""
+
+    def _on_training_start(self) -> None:
+        unwrapped = self.env.unwrapped
+        best: tuple[float, str, dict[str, float]] | None = None
+        for name in self.heuristics:
+            runs = []
+            for seed in self.seeds:
+                self.env.reset(seed=seed)  # draws the same workload the model will see for this seed
+                log = simulate(unwrapped.cluster, unwrapped.workload, make(name), unwrapped.runtime)
+                runs.append(summarize(log))
+            means = {k: float(np.mean([r[k] for r in runs])) for k in EVAL_KEYS}
+            if best is None or means["mean_wait_s"] < best[0]:
+                best = (means["mean_wait_s"], name, means)
+        if best is not None:
+            _, self.heuristic_name, self.heuristic = best
+
+    def _on_step(self) -> bool:
+        if self.eval_freq and self.n_calls % self.eval_freq == 0:
+            for key, value in self.evaluate().items():
+                self.logger.record(f"eval/{key}", value)
+            for key, value in self.heuristic.items():
+                self.logger.record(f"eval/heuristic_{key}", value)
+        return True
+
+    def evaluate(self) -> dict[str, float]:
+        """The model's mean metrics over the evaluation seeds."""
+        runs = []
+        for seed in self.seeds:
+            obs, _ = self.env.reset(seed=seed)
+            while True:
+                mask = self.env.unwrapped.action_masks()
+                action, _ = self.model.predict(obs, action_masks=mask, deterministic=True)
+                obs, _, terminated, truncated, info = self.env.step(int(action))
+                if terminated or truncated:
+                    runs.append(info.get("episode_metrics", {}))
+                    break
+        return {k: float(np.mean([r.get(k, np.nan) for r in runs])) for k in EVAL_KEYS}
