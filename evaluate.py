@@ -64,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"evaluate.py: {exc}", file=sys.stderr)
         return 2
+    if not results:
+        print("evaluate.py: nothing to run (no seeds, loads or policies)", file=sys.stderr)
+        return 2
     rows = [row for row, _, _ in results]
     traces = [trace for _, trace, _ in results]
     timings = [{"policy": row["policy"], "workload": row["workload"], "seed": row["seed"], **timing}

@@ -76,4 +76,7 @@ def load(model_path: str | Path, device: str = "cpu") -> ModelPolicy:
     if not config_path.exists():
         raise ConfigError(f"model {path}: {CONFIG_FILE} not found beside it (the run folder of train.py)")
     env = (yaml.safe_load(config_path.read_text()) or {}).get("env", {})
-    return ModelPolicy(path, EnvConfig.from_dict(env), device)
+    config = EnvConfig.from_dict(env)
+    if config.backfill_assist:
+        raise ConfigError(f"model {path}: trained with backfill_assist, which the policy adapter does not replay yet")
+    return ModelPolicy(path, config, device)

@@ -5,10 +5,10 @@
   running jobs' requested wall times; a later job may start now only if it does not delay that reservation: it
   ends (by its requested time) no later than the reservation, or the top job still fits at the reservation time
   with the later job's GPUs taken.
-- ``conservative``: every queued job gets a reservation, in order (jobs already holding one keep their place in
-  the order of their reservations, newcomers follow in rank order); a job starts now only if its earliest start,
-  after all reservations before it, is now. Reservations are recomputed at each decision and never move later
-  while estimates are exact.
+- ``conservative``: every queued job gets a reservation (a start time and GPUs), made once when it is first
+  seen (newcomers in rank order) and kept while it stays valid; a job starts now only if it fits now around every
+  other job's reservation. So no reservation is ever delayed while estimates are exact; a reservation whose time
+  has passed without the job starting (a job ran past its estimate) is made anew.
 
 Requested wall times are the only durations used: the true runtime is never looked at.
 """
@@ -16,6 +16,8 @@ Requested wall times are the only durations used: the true runtime is never look
 from __future__ import annotations
 
 from typing import Protocol
+
+import numpy as np
 
 from envs.job import Job
 from envs.placement import PlacementRule
@@ -49,7 +51,7 @@ class Scheduler:
             raise ValueError(f"unknown backfilling mode {backfill!r}")
         self.name, self.order, self.backfill, self.rule = name, order, backfill, rule
         self.reservations: dict[int, float] = {}  # job id -> first reserved start [s] (kept for inspection)
-        self._reserved: dict[int, tuple[float, int]] = {}  # conservative: job id -> (reserved start, sequence)
+        self._reserved: dict[int, tuple[float, int, np.ndarray]] = {}  # conservative: id -> (start, order, GPUs)
         self._sequence = 0
 
     def reset(self) -> None:
@@ -81,12 +83,22 @@ class Scheduler:
         return WAIT if job is None else Start(job.job_id, gpus)
 
     def _conservative(self, view: View, queue: list[Job]) -> Action:
-        reserved = sorted((j for j in queue if j.job_id in self._reserved),
-                          key=lambda j: self._reserved[j.job_id])
-        ordered = reserved + [j for j in queue if j.job_id not in self._reserved]
-        profile = AvailabilityProfile(view)
+        """Every queued job holds a reservation (start, GPUs) made once, in order, and kept while it stays valid;
+        a job starts now when it fits now around every other reservation."""
         now = view.time_s
-        for job in ordered:
+        profile = AvailabilityProfile(view)
+        queued = {job.job_id for job in queue}
+        for job_id in [j for j in self._reserved if j not in queued]:  # started or gone
+            del self._reserved[job_id]
+        reserved = sorted((j for j in queue if j.job_id in self._reserved), key=lambda j: self._reserved[j.job_id][1])
+        for job in reserved:  # hold every existing reservation first: none of them may be delayed
+            start_s, _, gpus = self._reserved[job.job_id]
+            if start_s >= now:
+                profile.reserve(job, gpus, start_s, job.runtime_estimate_s)
+        for job in reserved + [j for j in queue if j.job_id not in self._reserved]:
+            held = self._reserved.get(job.job_id)
+            if held is not None and held[0] >= now:
+                profile.reserve(job, held[2], held[0], job.runtime_estimate_s, sign=-1)  # free its own hold
             found = profile.earliest_start(job, self.rule, job.runtime_estimate_s)
             if found is None:
                 continue
@@ -94,11 +106,14 @@ class Scheduler:
             if start_s == now:
                 self._reserved.pop(job.job_id, None)
                 return Start(job.job_id, gpus)
-            if job.job_id not in self._reserved:
-                self._reserved[job.job_id] = (start_s, self._sequence)
-                self._sequence += 1
-            else:
-                self._reserved[job.job_id] = (start_s, self._reserved[job.job_id][1])
+            if held is not None and held[0] >= now:  # not startable now: keep the reservation it had
+                start_s, gpus = held[0], held[2]
+            sequence = held[1] if held is not None else self._next_sequence()
+            self._reserved[job.job_id] = (start_s, sequence, gpus)
             self.reservations.setdefault(job.job_id, start_s)
             profile.reserve(job, gpus, start_s, job.runtime_estimate_s)
         return WAIT
+
+    def _next_sequence(self) -> int:
+        self._sequence += 1
+        return self._sequence

@@ -29,7 +29,10 @@ class GPUClusterEnv(gym.Env):
     decision point (after the arrivals and completions of one instant) the agent starts one of the first K pending
     jobs with one of P placement rules, or waits for the next event. An episode replays one workload window of M
     jobs: a freshly generated synthetic workload, or M consecutive jobs of a trace. Decision points where no start
-    is possible are skipped: the agent is asked only when it has a real choice.
+    is possible are skipped: the agent is asked only when it has a real choice. The agent acts on the visible
+    window only: while none of the first K pending jobs fits, nothing starts (a job further back waits too, as in
+    the RL batch schedulers this follows); the backfill-assisted variant is the one that lets EASY start such
+    jobs around a reservation the agent chooses.
 
     ## Action Space
     ``Discrete(K·P + 1)``: action ``k·P + p`` starts the job in visible slot k (queue order: submit time, then id)
@@ -202,7 +205,7 @@ class GPUClusterEnv(gym.Env):
             self._slot_jobs = list(islice(sim.view.pending.values(), self.config.slots))
             self._plans = self._encoder.plan(sim.view, self._slot_jobs)
             can_start = any(plan[0] is not None for plan in self._plans)
-            if can_start or sim.done:
+            if can_start or sim.done or self._backfill_possible():
                 break
             sim.wait()
         mask = self._mask
@@ -213,6 +216,14 @@ class GPUClusterEnv(gym.Env):
             for rule, gpus in enumerate(plan):
                 mask[slot * p + rule] = assist or gpus is not None
         mask[-1] = sim.events_left or sim.done
+
+    def _backfill_possible(self) -> bool:
+        """Backfill-assisted mode: some job behind the visible window fits now (reserving a visible job would let
+        EASY start it), so the agent has a choice even though no visible job fits."""
+        if not self.config.backfill_assist or not self._slot_jobs:
+            return False
+        view, rule = self._require_sim().view, self._rules[0]
+        return any(rule(view, job) is not None for job in islice(view.pending.values(), self.config.slots, None))
 
     def _reserve_and_backfill(self, head: Job, rule: PlacementRule) -> None:
         """Backfill-assisted mode: reserve ``head``, start every job EASY allows in queue order, then wait."""

@@ -89,14 +89,14 @@ class ObservationEncoder:
     def plan(self, view: View, slot_jobs: Sequence[Job]) -> list[list[Placement]]:
         """The allocation each rule would give each visible job now (None: it does not fit).
 
-        The rules depend only on a job's resource shape, so jobs of the same shape share one evaluation; rules are
+        The rules depend only on a job's resource shape and dataset, so such jobs share one evaluation; rules are
         complete, so when the first finds nothing no other is asked.
         """
         cache: dict[tuple, list[Placement]] = {}
         plans = []
         for job in slot_jobs:
             key = (job.n_gpus, job.gpu_milli, job.gpu_types, job.gpu_mem_gib, job.cpu_milli_per_gpu,
-                   job.ram_mib_per_gpu)
+                   job.ram_mib_per_gpu, job.dataset_id)  # the dataset matters to the locality rule
             plan = cache.get(key)
             if plan is None:
                 first = self.rules[0](view, job) if view.scheduler_up else None

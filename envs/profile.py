@@ -171,8 +171,9 @@ class AvailabilityProfile:
                 return t, gpus, state
         return None
 
-    def reserve(self, job: Job, gpus: np.ndarray, start_s: float, duration_s: float) -> None:
-        """Hold ``gpus`` (and the job's CPU and RAM) for ``job`` during [start_s, start_s + duration_s)."""
+    def reserve(self, job: Job, gpus: np.ndarray, start_s: float, duration_s: float, sign: int = 1) -> None:
+        """Hold ``gpus`` (and the job's CPU and RAM) for ``job`` during [start_s, start_s + duration_s); with
+        ``sign=-1``, give such a hold back."""
         self._breakpoint(start_s)
         end_s = start_s + duration_s
         self._breakpoint(end_s)
@@ -182,9 +183,9 @@ class AvailabilityProfile:
         ram_held = np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
         for i in range(bisect.bisect_left(self.times, start_s), bisect.bisect_left(self.times, end_s)):
             free, cpu, ram = self._arrays[i]
-            free[gpus] -= job.gpu_milli
-            cpu -= cpu_held
-            ram -= ram_held
+            free[gpus] -= sign * job.gpu_milli
+            cpu -= sign * cpu_held
+            ram -= sign * ram_held
             self._whole_free[i] = int((free == MILLI_PER_GPU).sum())
 
     def _breakpoint(self, t: float) -> None:

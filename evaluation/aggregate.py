@@ -97,6 +97,16 @@ def bootstrap_ci(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> n
     return np.stack([np.clip(low, lo, hi), np.clip(high, lo, hi)], axis=1)
 
 
+def _check_unique(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Two rows for the same (policy, workload, seed, load) would be averaged as if they were different seeds."""
+    seen: set[tuple[Any, ...]] = set()
+    for row in rows:
+        key = (row["policy"], row["workload"], row.get("seed"), row.get("load"))
+        if key in seen:
+            raise ValueError(f"two runs share policy, workload, seed and load {key}: give the workloads distinct names")
+        seen.add(key)
+
+
 def aggregate(rows: Iterable[Mapping[str, Any]], n_boot: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
     """One summary entry per (policy, workload) of ``rows``, in first-appearance order (module docstring).
 
@@ -106,6 +116,8 @@ def aggregate(rows: Iterable[Mapping[str, Any]], n_boot: int = 2000, seed: int =
     """
     if n_boot < 1:
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
+    rows = list(rows)
+    _check_unique(rows)
     summary = []
     for (policy, workload), group in group_by(rows, lambda row: (row["policy"], row["workload"])).items():
         keys = metric_keys(group)

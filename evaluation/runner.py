@@ -132,6 +132,8 @@ def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
         raise ConfigError(f"policy {spec.policy!r}: rls: policies replay windows of SWF traces (swf:PATH)")
     trace = _peer_trace_once(str(Path(path).resolve()))
     start, length = spec.window
+    if start < 0 or length < 1 or start + length > len(trace.jobs):
+        raise ConfigError(f"window [{start}, {start + length}) is outside the {len(trace.jobs)} jobs of {path}")
     jobs = trace.jobs[start : start + length]
     choose, backfill = make(spec.policy)
     latencies: list[float] = []
