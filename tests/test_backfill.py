@@ -91,3 +91,17 @@ def test_no_job_starts_later_than_its_reservation_with_exact_estimates(mode, job
     for job_id, reserved_s in policy.reservations.items():
         if order == "fcfs" or mode == "conservative":
             assert started[job_id] <= reserved_s + 1e-9, (job_id, started[job_id], reserved_s)
+
+
+def test_conservative_never_delays_an_earlier_reservation_with_fractional_jobs():
+    # A case found by fuzzing: job 5 (a quarter GPU) was once re-placed before job 4 and started on GPUs job 4 had
+    # reserved, delaying it from 36 to 63. Reservations are now held fixed while valid.
+    two_nodes = cluster_from_dict({"name": "two", "node_groups": [{"count": 2, "gpu_type": "A100-40GB", "gpus": 4}]})
+    spec = [(0, 0, 2, 7, 1000), (1, 2, 34, 4, 1000), (2, 3, 29, 1, 750), (3, 5, 58, 1, 250), (4, 15, 32, 7, 1000),
+            (5, 16, 50, 1, 250), (6, 21, 24, 4, 1000)]
+    jobs = [Job(i, float(t), float(run), float(run), n_gpus=g, gpu_milli=m) for i, t, run, g, m in spec]
+    policy = make("fcfs+conservative")
+    log = simulate(two_nodes, jobs, policy, RIGID)
+    started = {r.job.job_id: r.start_time_s for r in log.completed()}
+    assert all(started[j] <= reserved for j, reserved in policy.reservations.items())
+    assert policy.reservations[4] == 36 and started[4] == 36

@@ -83,3 +83,19 @@ def test_rlscheduler_suite_reproduces_the_ten_published_peer_numbers(tmp_path):
     assert all(r["n_seeds"] == 10 for r in results)
     means = {r["policy"]: r["metrics"]["mean_bsld"] for r in results}
     assert means == pytest.approx(PUBLISHED, abs=0.005)
+
+
+@pytest.mark.skipif(not LUBLIN.exists(), reason=f"lublin trace not found at {LUBLIN}")
+def test_rls_window_past_the_trace_is_an_error():
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--suite", "rlscheduler", "--workload",
+                           f"swf:{LUBLIN}", "--starts", "9500", "--policies", "rls:fcfs", "--no-plots"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and "outside" in done.stderr
+
+
+def test_two_runs_with_the_same_name_and_seed_are_refused():
+    from evaluation.aggregate import aggregate
+
+    row = {"policy": "fifo", "workload": "trace.swf", "cluster": "c", "seed": 0, "load": 1.0, "mean_wait_s": 1.0}
+    with pytest.raises(ValueError, match="distinct names"):
+        aggregate([row, dict(row, mean_wait_s=2.0)])
