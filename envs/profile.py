@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from envs.cluster import MILLI_PER_GPU
+from envs.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.job import Job
 from envs.view import View
 
@@ -64,14 +64,18 @@ class ResourceState:
         return ResourceState(self._view, free, cpu, ram, self.time_s)
 
 
+def _node_holdings(cluster: ClusterSpec, job: Job, gpus: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
+    """(CPU [milli-cores], RAM [MiB]) that ``job`` holds on each node when it runs on ``gpus``."""
+    counts = np.bincount(cluster.gpu_node[gpus], minlength=cluster.n_nodes)
+    return (np.where(cluster.cpu_modelled, counts * job.cpu_milli_per_gpu, 0),
+            np.where(cluster.ram_modelled, counts * job.ram_mib_per_gpu, 0))
+
+
 def _holdings_removed(state: ResourceState, job: Job, gpus: np.ndarray) -> tuple[np.ndarray, ...]:
-    c = state.cluster
     free = state.gpu_free_milli.copy()
     free[gpus] -= job.gpu_milli
-    counts = np.bincount(c.gpu_node[gpus], minlength=c.n_nodes)
-    cpu = state.node_free_cpu_milli - np.where(c.cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
-    ram = state.node_free_ram_mib - np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
-    return free, cpu, ram
+    cpu_held, ram_held = _node_holdings(state.cluster, job, gpus)
+    return free, state.node_free_cpu_milli - cpu_held, state.node_free_ram_mib - ram_held
 
 
 PlacementRule = Callable[[object, Job], "np.ndarray | None"]
@@ -99,9 +103,9 @@ def _releases(view: View) -> Iterator[tuple[float, np.ndarray, np.ndarray, np.nd
             free[index] += job.gpu_milli
             whole += int((free[index] == MILLI_PER_GPU).sum()) - before
             if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
-                counts = np.bincount(c.gpu_node[index], minlength=c.n_nodes)
-                cpu += np.where(c.cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
-                ram += np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
+                cpu_held, ram_held = _node_holdings(c, job, index)
+                cpu += cpu_held
+                ram += ram_held
             i += 1
 
 
@@ -177,10 +181,7 @@ class AvailabilityProfile:
         self._breakpoint(start_s)
         end_s = start_s + duration_s
         self._breakpoint(end_s)
-        c = self._view.cluster
-        counts = np.bincount(c.gpu_node[gpus], minlength=c.n_nodes)
-        cpu_held = np.where(c.cpu_modelled, counts * job.cpu_milli_per_gpu, 0)
-        ram_held = np.where(c.ram_modelled, counts * job.ram_mib_per_gpu, 0)
+        cpu_held, ram_held = _node_holdings(self._view.cluster, job, gpus)
         for i in range(bisect.bisect_left(self.times, start_s), bisect.bisect_left(self.times, end_s)):
             free, cpu, ram = self._arrays[i]
             free[gpus] -= sign * job.gpu_milli
