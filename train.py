@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     import gymnasium as gym
     import torch
     from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
     import envs  # noqa: F401  (registers the ids)
     from agents.adapter import CONFIG_FILE
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     def make_env() -> Any:
         return gym.make(f"envs:{env_id}", **env_overrides)
 
-    vec = (SubprocVecEnv if n_envs > 1 else DummyVecEnv)([make_env for _ in range(n_envs)])
+    vec = VecMonitor((SubprocVecEnv if n_envs > 1 else DummyVecEnv)([make_env for _ in range(n_envs)]))
     vec.seed(args.seed)
     ppo = dict(config.get("ppo") or {})
     hidden = int(ppo.pop("hidden", 64))
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trained {total:,} steps in {wall:.0f} s ({total / wall:,.0f} steps/s on {device}); "
           f"model: {model_path} (total steps {model.num_timesteps:,})")
     if args.eval:
-        _evaluate(config.get("eval") or {}, model_path, run_dir)
+        _evaluate(config.get("eval") or {}, model_path, run_dir, env_id, resolved["env"])
     return 0
 
 
@@ -139,16 +139,27 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
     return callbacks
 
 
-def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path) -> None:
+def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path, env_id: str, env: dict[str, Any]) -> None:
+    """The final evaluation table: the model beside the config's heuristics on held-out episodes.
+
+    Peer-mode models run the peer's protocol (10 sequences of 1024 jobs of their trace) beside the ``rls:`` orders
+    with the same backfill mode; the others run on the simulator on the config's workload and seeds.
+    """
+    from envs.registration import PEER_ENV_ID
     from evaluate import main as evaluate_main
 
-    policies = [str(model_path), *spec.get("heuristics", ["fifo"])]
-    argv = ["--policies", ",".join(policies), "--workload", str(spec.get("workload", "default")),
-            "--seeds", ",".join(str(s) for s in spec.get("seeds", [1000])), "--out", str(run_dir / "eval"),
-            "--no-plots", "--workers", "1"]
-    if spec.get("cluster"):
-        argv += ["--cluster", str(spec["cluster"])]
-    evaluate_main(argv)
+    if env_id == PEER_ENV_ID:
+        suffix = "+rlsbackfill" if env.get("backfill") else ""
+        policies = [f"rls:{model_path}", *(f"rls:{h}{suffix}" for h in spec.get("heuristics", ["sjf", "f1"]))]
+        argv = ["--suite", "rlscheduler", "--workload", f"swf:{env['trace']}"]
+    else:
+        policies = [str(model_path), *spec.get("heuristics", ["fifo"])]
+        argv = ["--workload", str(spec.get("workload", "default")),
+                "--seeds", ",".join(str(s) for s in spec.get("seeds", [1000]))]
+        if spec.get("cluster"):
+            argv += ["--cluster", str(spec["cluster"])]
+    evaluate_main([*argv, "--policies", ",".join(policies), "--out", str(run_dir / "eval"), "--no-plots",
+                   "--workers", "1"])
 
 
 if __name__ == "__main__":

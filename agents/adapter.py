@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -16,6 +17,7 @@ from envs import ConfigError, EnvConfig, View
 from envs.observation import ObservationEncoder
 from envs.placement import PLACEMENT_RULES
 from envs.policy import WAIT, Action, Start
+from envs.registration import PEER_ENV_ID
 from envs.runtime import RuntimeConfig
 
 CONFIG_FILE = "config.yaml"
@@ -67,16 +69,24 @@ class ModelPolicy:
         return Start(slot_jobs[slot].job_id, plans[slot][rule])
 
 
-def load(model_path: str | Path, device: str = "cpu") -> ModelPolicy:
-    """The model saved at ``model_path`` (``RUN/model.zip``), with the env config of its run folder."""
+def run_config(model_path: str | Path) -> dict[str, Any]:
+    """The resolved config (``config.yaml``) of the train.py run folder holding ``model_path``."""
     path = Path(model_path)
     config_path = path.with_name(CONFIG_FILE)
     if not path.exists():
         raise ConfigError(f"model {path}: no such file")
     if not config_path.exists():
         raise ConfigError(f"model {path}: {CONFIG_FILE} not found beside it (the run folder of train.py)")
-    env = (yaml.safe_load(config_path.read_text()) or {}).get("env", {})
-    config = EnvConfig.from_dict(env)
+    return yaml.safe_load(config_path.read_text()) or {}
+
+
+def load(model_path: str | Path, device: str = "cpu") -> ModelPolicy:
+    """The model saved at ``model_path`` (``RUN/model.zip``), with the env config of its run folder."""
+    path = Path(model_path)
+    run = run_config(path)
+    if run.get("env_id") == PEER_ENV_ID:
+        raise ConfigError(f"model {path}: trained on {PEER_ENV_ID} (peer mode); run it as rls:{path} on an SWF trace")
+    config = EnvConfig.from_dict(run.get("env", {}))
     if config.backfill_assist:
         raise ConfigError(f"model {path}: trained with backfill_assist, which the policy adapter does not replay yet")
     return ModelPolicy(path, config, device)

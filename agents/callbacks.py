@@ -11,9 +11,22 @@ from stable_baselines3.common.callbacks import BaseCallback
 from baselines import make
 from envs import simulate
 from envs.metrics import summarize
+from envs.peer_env import PeerSchedEnv
+from envs.peer_rls import run_sequence
 
 EVAL_KEYS = ("mean_wait_s", "mean_bsld", "utilization")
-"""Metrics logged under ``eval/`` (the model) and ``eval/heuristic_`` (the best heuristic on the same episodes)."""
+"""Metrics logged under ``eval/`` (the model) and ``eval/heuristic_`` (the best heuristic on the same episodes);
+the first one ranks the heuristics."""
+PEER_EVAL_KEYS = ("avg_bsld",)
+"""The same on the peer-mode env (heuristics are ``rls:`` orders, run with the env's backfill mode)."""
+
+
+def heuristic_metrics(env: gym.Env, name: str) -> dict[str, float]:
+    """The metrics of heuristic ``name`` on the episode ``env`` has just been reset to."""
+    if isinstance(env, PeerSchedEnv):
+        choose, _ = make(f"rls:{name}")
+        return {"avg_bsld": run_sequence(env.jobs, env.trace.machine, choose, env.config.backfill).avg_bsld}
+    return summarize(simulate(env.cluster, env.workload, make(name), env.runtime))
 
 
 class EvalScalars(BaseCallback):
@@ -27,6 +40,7 @@ class EvalScalars(BaseCallback):
         self.seeds, self.heuristics, self.eval_freq = list(seeds), list(heuristics), eval_freq
         self.heuristic: dict[str, float] = {}
         self.heuristic_name = ""
+        self.keys = PEER_EVAL_KEYS if isinstance(self.env.unwrapped, PeerSchedEnv) else EVAL_KEYS
 
     def _on_training_start(self) -> None:
         unwrapped = self.env.unwrapped
@@ -34,12 +48,11 @@ class EvalScalars(BaseCallback):
         for name in self.heuristics:
             runs = []
             for seed in self.seeds:
-                self.env.reset(seed=seed)  # draws the same workload the model will see for this seed
-                log = simulate(unwrapped.cluster, unwrapped.workload, make(name), unwrapped.runtime)
-                runs.append(summarize(log))
-            means = {k: float(np.mean([r[k] for r in runs])) for k in EVAL_KEYS}
-            if best is None or means["mean_wait_s"] < best[0]:
-                best = (means["mean_wait_s"], name, means)
+                self.env.reset(seed=seed)  # draws the same episode the model will see for this seed
+                runs.append(heuristic_metrics(unwrapped, name))
+            means = {k: float(np.mean([r[k] for r in runs])) for k in self.keys}
+            if best is None or means[self.keys[0]] < best[0]:
+                best = (means[self.keys[0]], name, means)
         if best is not None:
             _, self.heuristic_name, self.heuristic = best
 
@@ -63,4 +76,4 @@ class EvalScalars(BaseCallback):
                 if terminated or truncated:
                     runs.append(info.get("episode_metrics", {}))
                     break
-        return {k: float(np.mean([r.get(k, np.nan) for r in runs])) for k in EVAL_KEYS}
+        return {k: float(np.mean([r.get(k, np.nan) for r in runs])) for k in self.keys}

@@ -44,7 +44,12 @@ class SlotScorer(nn.Module):
         context_in = shapes["cluster"][0] * shapes["cluster"][1] + shapes["global"][0]
         self.job_encoder = _mlp([job_features, hidden, hidden])
         self.context_encoder = _mlp([context_in, hidden, hidden])
-        self.scorer = _mlp([hidden + placement_features + 2 * hidden, hidden, 1])
+        # the scorer's first layer reads concat(job, placement, context); it is split into three projections so
+        # that the job and context parts are computed once per slot and once per sample, not once per pair
+        self.score_job = nn.Linear(hidden, hidden)
+        self.score_placement = nn.Linear(placement_features, hidden, bias=False)
+        self.score_context = nn.Linear(2 * hidden, hidden, bias=False)
+        self.score_out = nn.Sequential(nn.ReLU(), nn.Linear(hidden, 1))
         self.wait_scorer = _mlp([2 * hidden, hidden, 1])
         self.value_encoder = _mlp([2 * hidden, hidden])
         self.latent_dim_pi = self.slots * self.rules + 1
@@ -61,22 +66,23 @@ class SlotScorer(nn.Module):
         context = self.context_encoder(torch.cat([obs["cluster"].flatten(1), obs["global"]], dim=1))
         return jobs, torch.cat([context, pooled], dim=1), obs
 
-    def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
-        jobs, context, obs = self._encode(features)
-        b, k, p = features.shape[0], self.slots, self.rules
-        per_pair = torch.cat([
-            jobs.unsqueeze(2).expand(b, k, p, jobs.shape[-1]),
-            obs["placements"],
-            context[:, None, None, :].expand(b, k, p, context.shape[-1]),
-        ], dim=-1)
-        scores = self.scorer(per_pair).reshape(b, k * p)
+    def _actor(self, jobs: torch.Tensor, context: torch.Tensor, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        b = jobs.shape[0]
+        hidden = (self.score_job(jobs).unsqueeze(2)  # (B, K, 1, H)
+                  + self.score_placement(obs["placements"])  # (B, K, P, H)
+                  + self.score_context(context)[:, None, None, :])  # (B, 1, 1, H)
+        scores = self.score_out(hidden).reshape(b, self.slots * self.rules)
         return torch.cat([scores, self.wait_scorer(context)], dim=1)
+
+    def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
+        return self._actor(*self._encode(features))
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
         return self.value_encoder(self._encode(features)[1])
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.forward_actor(features), self.forward_critic(features)
+        jobs, context, obs = self._encode(features)
+        return self._actor(jobs, context, obs), self.value_encoder(context)
 
 
 class SlotPolicy(MaskableMultiInputActorCriticPolicy):

@@ -35,8 +35,9 @@ import hashlib
 import heapq
 import itertools
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -127,6 +128,23 @@ def evaluate_peer(
     return PeerEvaluation(starts, results)
 
 
+class Decision(NamedTuple):
+    """The engine's state at a decision point (live objects: read them before sending the choice back)."""
+
+    queue: list[int]
+    """Positions (in the sequence) of the queued jobs, in queue order; the choice is an index into this list."""
+    now: int
+    """Decision time [s]."""
+    free: int
+    """Free nodes."""
+    running: list[tuple[int, int, int]]
+    """Heap of (actual end [s], list rank, position) of the running jobs."""
+    start: list[int]
+    """Start time [s] of every job of the sequence that has started (by position; others hold 0)."""
+    order: list[int]
+    """Positions of the started jobs, in start order."""
+
+
 def run_sequence(jobs: Sequence[PeerJob], machine: PeerMachine, choose: Choose, backfill: bool = False) -> PeerResult:
     """Schedule ``jobs`` (in trace order) on an empty ``machine`` by the peer's rules; see the module docstring.
 
@@ -135,6 +153,24 @@ def run_sequence(jobs: Sequence[PeerJob], machine: PeerMachine, choose: Choose, 
 
     Raises :class:`~envs.errors.SimulationStalled` when the committed job does not fit and nothing is running
     (a job larger than the machine: the peer aborts on an assertion there).
+    """
+    steps = decisions(jobs, machine, backfill)
+    try:
+        d = next(steps)
+        while True:
+            d = steps.send(choose(list(map(jobs.__getitem__, d.queue)), d.now))
+    except StopIteration as done:
+        return done.value
+
+
+def decisions(
+    jobs: Sequence[PeerJob], machine: PeerMachine, backfill: bool = False
+) -> Generator[Decision, int, PeerResult]:
+    """The peer's rules as a generator: yields a :class:`Decision` at each decision point and takes the index (in
+    ``Decision.queue``) of the job to commit by ``send``; returns the :class:`PeerResult` (``StopIteration.value``).
+
+    This is the single implementation behind :func:`run_sequence` (a ``choose`` callback) and the learning env
+    (:mod:`envs.peer_env`, an agent's action).
     """
     n = len(jobs)
     if n == 0:
@@ -160,9 +196,9 @@ def run_sequence(jobs: Sequence[PeerJob], machine: PeerMachine, choose: Choose, 
     queue = [0]  # positions, in queue order
     arrived = 1
     while True:
-        k = choose(list(map(jobs.__getitem__, queue)), now)
+        k = yield Decision(queue, now, free, running, start, order)
         if not 0 <= k < len(queue):
-            raise IndexError(f"choose returned {k}, but the queue holds {len(queue)} jobs")
+            raise IndexError(f"choice {k}: the queue holds {len(queue)} jobs")
         p = queue.pop(k)
         if nodes[p] > free:
             shadow = _shadow(running, rank, p, free, nodes, start, request, jobs, machine) if backfill else 0

@@ -33,8 +33,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
 """Every registered id and the EnvConfig overrides that define it."""
 
 
+PEER_ENV_ID = "gpusched/RLSched-v0"
+"""RL batch scheduling in the peer compatibility mode (:class:`envs.peer_env.PeerSchedEnv`; give trace=PATH)."""
+
+
 def register_envs() -> None:
-    """Register every variant with Gymnasium (idempotent)."""
+    """Register every variant, and the peer-mode env, with Gymnasium (idempotent)."""
+    if PEER_ENV_ID not in gym.registry:
+        gym.register(id=PEER_ENV_ID, entry_point="envs.peer_env:PeerSchedEnv")
     for env_id, kwargs in VARIANTS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"variant": dict(kwargs)},

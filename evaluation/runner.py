@@ -135,16 +135,10 @@ def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
     if start < 0 or length < 1 or start + length > len(trace.jobs):
         raise ConfigError(f"window [{start}, {start + length}) is outside the {len(trace.jobs)} jobs of {path}")
     jobs = trace.jobs[start : start + length]
-    choose, backfill = make(spec.policy)
-    latencies: list[float] = []
-
-    def timed_choose(queue: Any, now: int) -> int:
-        t0 = time.perf_counter()
-        index = choose(queue, now)
-        latencies.append(time.perf_counter() - t0)
-        return index
-
-    result = run_sequence(jobs, trace.machine, timed_choose, backfill)
+    if spec.policy.endswith(".zip"):
+        result, latencies = _peer_model(spec.policy.strip()[len(RLS_PREFIX):]).run_window(path, start, length)
+    else:
+        result, latencies = _run_peer_heuristic(spec.policy, jobs, trace)
     records = []
     for job, start_s in zip(jobs, result.start_times, strict=True):
         spec_job = Job(job.job_id, float(job.submit), float(job.run), float(max(job.request, 1)),
@@ -156,6 +150,28 @@ def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
     log = JobLog(cluster_name=f"peer:{trace.machine.nodes}x{trace.machine.procs_per_node:g}", total_gpus=total,
                  records=tuple(records), busy_gpu_s=busy, idle_gpu_s_while_pending=0.0, fragmented_gpu_s=0.0)
     return log, latencies
+
+
+@lru_cache(maxsize=4)
+def _peer_model(path: str) -> Any:
+    """A model trained on the peer-mode env, loaded once per process."""
+    from agents.peer_policy import PeerModelPolicy
+
+    return PeerModelPolicy(path)
+
+
+def _run_peer_heuristic(name: str, jobs: Any, trace: PeerTrace) -> tuple[Any, list[float]]:
+    """An ``rls:`` heuristic on a window: its :class:`~envs.peer_rls.PeerResult` and decision latencies [s]."""
+    choose, backfill = make(name)
+    latencies: list[float] = []
+
+    def timed_choose(queue: Any, now: int) -> int:
+        t0 = time.perf_counter()
+        index = choose(queue, now)
+        latencies.append(time.perf_counter() - t0)
+        return index
+
+    return run_sequence(jobs, trace.machine, timed_choose, backfill), latencies
 
 
 def _trace(spec: RunSpec, row: dict[str, Any], log: JobLog) -> dict[str, Any]:

@@ -1,0 +1,159 @@
+"""The peer-mode learning env (``gpusched/RLSched-v0``): a hand-computed episode, the reference reproduced through
+the env's actions, held-out sampling, Gymnasium/SB3 checks, and a trained model as an ``rls:`` policy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401  (registers the ids)
+from agents.peer_policy import PeerModelPolicy, evaluate_model_peer
+from baselines.rls import sjf_key
+from envs.errors import ConfigError
+from envs.peer_env import PeerEnvConfig, PeerSchedEnv, training_starts
+from envs.peer_rls import evaluate_peer, peer_start_indices
+from evaluation.runner import RunSpec, run
+
+ROOT = Path(__file__).resolve().parents[1]
+LUBLIN = ROOT.parent / "shared" / "traces" / "lublin-synthetic" / "lublin_256.swf"
+
+# Two one-processor nodes. Job 1 fills the machine until 100; job 2 (1 node) is committed at 10 and starts at 100;
+# then the agent's first real choice, at t = 100 with one node free: job 3 (1 node, 10 s) or job 4 (2 nodes).
+HAND_SWF = """; MaxNodes: 2
+; MaxProcs: 2
+1 0 -1 100 2 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1
+2 10 -1 50 1 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1
+3 20 -1 10 1 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1
+4 30 -1 200 2 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1
+"""
+
+
+@pytest.fixture
+def long_trace(tmp_path: Path) -> Path:
+    """60 jobs of 1 or 2 processors on the two-node machine, every 20 s."""
+    path = tmp_path / "long.swf"
+    records = [f"{i} {20 * i} -1 {10 + 37 * i % 90} {1 + i % 2} -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1"
+               for i in range(1, 61)]
+    path.write_text("\n".join([*HAND_SWF.splitlines()[:2], *records]) + "\n")
+    return path
+
+
+@pytest.fixture
+def hand_trace(tmp_path: Path) -> str:
+    path = tmp_path / "hand.swf"
+    path.write_text(HAND_SWF)
+    return str(path)
+
+
+@pytest.mark.parametrize(("action", "backfill", "avg_bsld"), [
+    # job 3 now (bsld (80 + 10) / 10 = 9), job 4 at 150 (bsld 1.6): (1 + 2.8 + 9 + 1.6) / 4
+    (0, False, 3.6),
+    # job 4 committed blocks until 150, then job 3 waits for it until 350 (bsld 34): (1 + 2.8 + 1.6 + 34) / 4
+    (1, False, 9.85),
+    # with the peer's backfill, job 3 (10 s < shadow 150 - 100) starts at 100 beside the blocked job 4
+    (1, True, 3.6),
+])
+def test_hand_computed_episode(hand_trace, action, backfill, avg_bsld):
+    env = PeerSchedEnv(trace=hand_trace, backfill=backfill, slots=4, reward_scale=2.0)
+    obs, info = env.reset(options={"start": 0, "length": 4})
+    # jobs 1 and 2 were single-job decisions, taken for the agent; job 1 started at 0 and job 2 at 100
+    skipped = info["skipped_reward"]
+    assert skipped == pytest.approx(-(1 + 2.8) / 4 / 2.0)
+    assert env.action_masks().tolist() == [True, True, False, False, False]
+    np.testing.assert_allclose(obs["jobs"][:2, 5], [1.0, 0.0])  # fits now: job 3 yes, job 4 (2 nodes) no
+    np.testing.assert_allclose(obs["jobs"][:2, 3], [0.5, 1.0])  # processors / machine
+    assert obs["cluster"][0, 0] == pytest.approx(0.5)  # one node of two free
+    _, reward, terminated, _, info = env.step(action)
+    assert terminated
+    assert info["episode_metrics"]["avg_bsld"] == pytest.approx(avg_bsld)
+    assert skipped + reward == pytest.approx(-avg_bsld / 2.0)  # the return is minus the metric / reward_scale
+
+
+def test_masked_action_is_refused_and_changes_nothing(hand_trace):
+    env = PeerSchedEnv(trace=hand_trace, slots=4)
+    obs, _ = env.reset(options={"start": 0, "length": 4})
+    for action in (2, 4):  # an empty slot, and Wait
+        again, reward, terminated, _, info = env.step(action)
+        assert info["refused"] and reward == 0.0 and not terminated
+        for key in obs:
+            np.testing.assert_array_equal(again[key], obs[key])
+
+
+def test_bad_config_is_a_typed_error(hand_trace):
+    with pytest.raises(ConfigError, match="trace"):
+        PeerSchedEnv()
+    with pytest.raises(ConfigError, match="unknown keys"):
+        PeerSchedEnv(trace=hand_trace, sequence_jobz=3)
+    with pytest.raises(ConfigError, match="no sequence"):
+        PeerSchedEnv(trace=hand_trace, sequence_jobs=4).reset()  # 4 jobs leave no room for a 4-job sequence
+    with pytest.raises(ConfigError, match="outside"):
+        PeerSchedEnv(trace=hand_trace, sequence_jobs=2).reset(options={"start": 3, "length": 2})
+
+
+@pytest.mark.parametrize(("length", "test_length"), [(256, 1024), (100, 500), (1000, 50)])
+def test_outside_test_sampling_never_touches_an_evaluation_window(length, test_length):
+    config = PeerEnvConfig(trace="unused.swf", sequence_jobs=length, sampling="outside_test",
+                           test_length=test_length)
+    starts = training_starts(10_000, config)
+    windows = peer_start_indices(10_000, length=test_length)
+    for t in windows:
+        assert not np.any((starts < t + test_length) & (starts + length > t))
+    everywhere = training_starts(10_000, PeerEnvConfig(trace="unused.swf", sequence_jobs=length))
+    assert np.isin(starts, everywhere).all() and 0 < starts.size < everywhere.size
+
+
+def test_gymnasium_and_sb3_env_checkers(long_trace):
+    from gymnasium.utils.env_checker import check_env
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = gym.make("gpusched/RLSched-v0", trace=str(long_trace), sequence_jobs=8, slots=4)
+    check_env(env.unwrapped)
+    sb3_check_env(env.unwrapped)
+
+
+@pytest.mark.parametrize("backfill", [False, True])
+def test_env_actions_reproduce_the_peer_reference_on_lublin(backfill):
+    if not LUBLIN.exists():
+        pytest.skip(f"trace not found at {LUBLIN}")
+    env = PeerSchedEnv(trace=str(LUBLIN), slots=4096, backfill=backfill)  # every queued job visible
+    from baselines.rls import rls_policy
+
+    reference = evaluate_peer(env.trace, rls_policy("sjf")[0], backfill, count=3)
+    for start, expected in zip(reference.start_indices, reference.avg_bsld, strict=True):
+        env.reset(options={"start": start, "length": 1024})
+        while env.result is None:
+            keys = [sjf_key(env.jobs[p]) for p in env._decision.queue]
+            env.step(keys.index(min(keys)))
+        assert env.result.avg_bsld == pytest.approx(expected, rel=1e-12)
+
+
+def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trace):
+    config = tmp_path / "exp.yaml"
+    config.write_text(
+        f"env_id: gpusched/RLSched-v0\nenv: {{trace: {long_trace}, sequence_jobs: 8, slots: 8}}\n"
+        "total_timesteps: 128\nn_envs: 1\nppo: {n_steps: 64, batch_size: 32, hidden: 8}\n"
+        "train: {eval_every_steps: 64, eval_seeds: [1]}\neval: {heuristics: [sjf]}\n")
+    run_dir = tmp_path / "run"
+    subprocess.run([sys.executable, str(ROOT / "train.py"), "--config", str(config), "--run-dir", str(run_dir),
+                    "--device", "cpu", "--no-eval"], cwd=ROOT, check=True, capture_output=True)
+    model_path = run_dir / "model.zip"
+    policy = PeerModelPolicy(model_path)
+    result, latencies = policy.run_window(long_trace, 10, 20)
+    assert sorted(result.start_order) == list(range(20)) and len(latencies) >= 1
+    evaluation = evaluate_model_peer(policy, long_trace, count=2, length=8)
+    row, _, _ = run(RunSpec(f"rls:{model_path}", f"swf:{long_trace}", None, 0, 1.0,
+                            (evaluation.start_indices[0], 8)))
+    assert row["mean_bsld"] == pytest.approx(evaluation.avg_bsld[0])  # the harness runs the same schedule
+    with pytest.raises(ConfigError, match="peer mode"):
+        run(RunSpec(str(model_path), "small", "tiny"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(next((run_dir / "tb").rglob("events.out.tfevents*")).parent))
+    events.Reload()
+    assert {"eval/avg_bsld", "eval/heuristic_avg_bsld", "rollout/ep_rew_mean"} <= set(events.Tags()["scalars"])
+
