@@ -60,7 +60,7 @@ class ModelPolicy:
                 mask[slot * p + rule] = gpus is not None
         if not mask.any():
             return WAIT
-        mask[-1] = view.events_left  # as in the env: Wait is illegal only when nothing could happen without a start
+        mask[-1] = self.config.wait_legal(view.events_left, can_start=True)  # as in the env
         obs = self._encoder.encode(view, slot_jobs, plans)
         action, _ = self.model.predict(obs, action_masks=mask, deterministic=True)
         slot, rule = divmod(int(action), p)

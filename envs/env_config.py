@@ -28,6 +28,7 @@ class EnvConfig:
     slots: int = 16  # K: pending jobs visible to the agent, in queue order
     placement_rules: tuple[str, ...] = ("pack", "spread", "topology")  # P rules, see envs.placement
     backfill_assist: bool = False  # a Start of a job that does not fit reserves it; EASY backfills the rest
+    work_conserving: bool = False  # Wait is masked while some Start is legal: GPUs never idle on purpose
     reward_weights: Mapping[str, float] = field(default_factory=lambda: {"wait": 1.0, "utilization": 0.0})
     wait_scale_s: float = 3600.0  # the wait term pays -1 per job-hour of waiting [s]
     runtime_model: str = "full"  # "full" (speed, topology, staging) or "rigid" (none: SWF-style)
@@ -73,6 +74,11 @@ class EnvConfig:
             raise ConfigError(f"env.train_fraction: must be in (0, 1), got {self.train_fraction!r}")
         if not self.max_overestimate >= 1:
             raise ConfigError(f"env.max_overestimate: must be >= 1, got {self.max_overestimate!r}")
+
+    def wait_legal(self, events_left: bool, can_start: bool) -> bool:
+        """Whether Wait is a legal action: something can still happen without a start, and (work-conserving
+        variants) no Start is legal now."""
+        return events_left and not (self.work_conserving and can_start)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnvConfig:

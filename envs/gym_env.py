@@ -40,9 +40,10 @@ class GPUClusterEnv(gym.Env):
     (on the env itself) marks the feasible actions: a Start is legal iff its slot holds a job and the rule finds
     room for it now (with ``backfill_assist``, iff its slot holds a job: starting a job that does not fit reserves
     it at its earliest start and lets EASY backfilling start every queued job that does not delay it, then waits
-    for the next event); Wait is masked out only when no event is left (nothing running, no future arrival), so an
-    episode cannot stall. A masked action changes nothing: the step returns the same observation, reward 0 and
-    ``info["refused"]`` with the reason (so random-action checkers run; agents should use the mask).
+    for the next event); Wait is masked out when no event is left (nothing running, no future arrival), so an
+    episode cannot stall, and, with ``work_conserving``, whenever some Start is legal. A masked action changes
+    nothing: the step returns the same observation, reward 0 and ``info["refused"]`` with the reason (so
+    random-action checkers run; agents should use the mask).
 
     ## Observation Space
     A ``Dict`` of float32 arrays in [0, 1]:
@@ -167,7 +168,8 @@ class GPUClusterEnv(gym.Env):
             raise ActionRefused(RefusalReason.UNKNOWN_JOB, f"action {action} is outside 0..{self.config.n_actions - 1}")
         if action == self.config.n_actions - 1:
             if not self._mask[-1]:
-                raise ActionRefused(RefusalReason.NOT_PENDING, "Wait is masked: no event is left, start a job")
+                raise ActionRefused(RefusalReason.NOT_PENDING,
+                                    "Wait is masked: no event is left, or a start is legal (work-conserving env)")
             sim.wait()
             return
         slot, rule = divmod(action, len(self._rules))
@@ -215,7 +217,7 @@ class GPUClusterEnv(gym.Env):
         for slot, plan in enumerate(self._plans):
             for rule, gpus in enumerate(plan):
                 mask[slot * p + rule] = assist or gpus is not None
-        mask[-1] = sim.events_left or sim.done
+        mask[-1] = sim.done or self.config.wait_legal(sim.events_left, bool(mask[:-1].any()))
 
     def _backfill_possible(self) -> bool:
         """Backfill-assisted mode: some job behind the visible window fits now (reserving a visible job would let
