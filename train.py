@@ -3,6 +3,7 @@
     python train.py                                        # configs/experiments/default.yaml, a few CPU minutes
     python train.py --total-timesteps 2000 --run-dir runs/smoke --device cpu
     python train.py --run-dir runs/smoke --resume --total-timesteps 4000   # continue from runs/smoke/model.zip
+    python train.py --config configs/experiments/lublin.yaml --set backfill=true --set sampling=outside_test
 
 The run folder holds the resolved config (config.yaml), the model (model.zip), TensorBoard events (tb/) and the
 final evaluation (eval/ with results.csv and summary.json), which is also printed beside the heuristics.
@@ -40,25 +41,37 @@ class Args:
     run_dir: Path | None = None
     """run folder (default: runs/{env}__{seed}__{time})"""
     resume: bool = False
-    """continue training the model in run_dir (step count and optimizer state kept)"""
+    """continue training the model in run_dir with its config.yaml (step count and optimizer state kept)"""
     eval: bool = True
     """evaluate the trained model beside the heuristics at the end"""
-    extra: dict[str, Any] = field(default_factory=dict)
+    set: list[str] = field(default_factory=list)
+    """env overrides KEY=VALUE (repeatable; VALUE read as YAML), e.g. --set backfill=true"""
 
 
 def parse_args(argv: list[str] | None) -> Args:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for f in dataclasses.fields(Args):
-        if f.name == "extra":
-            continue
         flag = "--" + f.name.replace("_", "-")
         help_text = (Args.__doc__ or "") and _field_doc(f.name)
-        if f.type in ("bool",):
+        if f.name == "set":
+            parser.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", help=help_text)
+        elif f.type in ("bool",):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
         else:
             kind = {"int | None": int, "int": int, "Path": Path, "Path | None": Path}.get(str(f.type), str)
             parser.add_argument(flag, type=kind, default=f.default, help=help_text)
     return Args(**vars(parser.parse_args(argv)))
+
+
+def _env_overrides(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` items as a mapping, each value read as YAML (``true``, ``4``, ``[pack, spread]``)."""
+    overrides = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
 
 
 def _field_doc(name: str) -> str:
@@ -75,17 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     import gymnasium as gym
     import torch
     from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
     import envs  # noqa: F401  (registers the ids)
     from agents.adapter import CONFIG_FILE
-    from agents.network import SlotPolicy
 
-    config = yaml.safe_load(Path(args.config).read_text())
+    resumed_config = args.run_dir / CONFIG_FILE if args.resume and args.run_dir else None
+    config = yaml.safe_load(Path(resumed_config or args.config).read_text())  # a resumed run keeps its settings
     total = args.total_timesteps or int(config["total_timesteps"])
     n_envs = args.n_envs or int(config.get("n_envs", 1))
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    env_id, env_overrides = config["env_id"], dict(config.get("env") or {})
+    env_id, env_overrides = config["env_id"], {**(config.get("env") or {}), **_env_overrides(args.set)}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.run_dir or ROOT / "runs" / f"{env_id.split('/')[-1]}__{args.seed}__{stamp}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -94,19 +106,12 @@ def main(argv: list[str] | None = None) -> int:
                 "env": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(env_config).items()}}
     (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved, sort_keys=False))
 
-    def make_env() -> Any:
-        return gym.make(f"envs:{env_id}", **env_overrides)
-
-    vec = VecMonitor((SubprocVecEnv if n_envs > 1 else DummyVecEnv)([make_env for _ in range(n_envs)]))
-    vec.seed(args.seed)
-    ppo = dict(config.get("ppo") or {})
-    hidden = int(ppo.pop("hidden", 64))
+    vec = make_vec(env_id, env_overrides, n_envs, args.seed)
     model_path = run_dir / "model.zip"
     if args.resume:
         model = MaskablePPO.load(str(model_path), env=vec, device=device)
     else:
-        model = MaskablePPO(SlotPolicy, vec, seed=args.seed, device=device, tensorboard_log=str(run_dir / "tb"),
-                            policy_kwargs={"hidden": hidden}, **ppo)
+        model = new_model(config.get("ppo") or {}, vec, device, args.seed, str(run_dir / "tb"))
     t0 = time.perf_counter()
     model.learn(total_timesteps=total, reset_num_timesteps=not args.resume, tb_log_name="ppo",
                 callback=_callbacks(config, env_id, env_overrides, run_dir, n_envs))
@@ -118,6 +123,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval:
         _evaluate(config.get("eval") or {}, model_path, run_dir, env_id, resolved["env"])
     return 0
+
+
+def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int) -> Any:
+    """``n_envs`` monitored copies of the env (subprocesses when more than one), seeded with ``seed``."""
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
+
+    def make_env() -> Any:
+        return gym.make(f"envs:{env_id}", **env_overrides)
+
+    vec = VecMonitor((SubprocVecEnv if n_envs > 1 else DummyVecEnv)([make_env for _ in range(n_envs)]))
+    vec.seed(seed)
+    return vec
+
+
+def new_model(ppo: dict[str, Any], vec: Any, device: str, seed: int, tensorboard_log: str | None) -> Any:
+    """A fresh MaskablePPO with the SlotPolicy network; ``ppo`` holds PPO's settings and ``hidden`` (width)."""
+    from sb3_contrib import MaskablePPO
+
+    from agents.network import SlotPolicy
+
+    settings = dict(ppo)
+    hidden = int(settings.pop("hidden", 64))
+    return MaskablePPO(SlotPolicy, vec, seed=seed, device=device, tensorboard_log=tensorboard_log,
+                       policy_kwargs={"hidden": hidden}, **settings)
 
 
 def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any], run_dir: Path,

@@ -10,6 +10,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+import yaml
+from sb3_contrib import MaskablePPO
 
 import envs  # noqa: F401  (registers the ids)
 from agents.peer_policy import PeerModelPolicy, evaluate_model_peer
@@ -139,9 +141,13 @@ def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trac
         "total_timesteps: 128\nn_envs: 1\nppo: {n_steps: 64, batch_size: 32, hidden: 8}\n"
         "train: {eval_every_steps: 64, eval_seeds: [1]}\neval: {heuristics: [sjf]}\n")
     run_dir = tmp_path / "run"
-    subprocess.run([sys.executable, str(ROOT / "train.py"), "--config", str(config), "--run-dir", str(run_dir),
-                    "--device", "cpu", "--no-eval"], cwd=ROOT, check=True, capture_output=True)
+    train = [sys.executable, str(ROOT / "train.py"), "--run-dir", str(run_dir), "--device", "cpu", "--no-eval"]
+    subprocess.run([*train, "--config", str(config), "--set", "slots=6"], cwd=ROOT, check=True, capture_output=True)
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["env"]["slots"] == 6
+    # a resumed run keeps the run's own settings (no --config: not the default experiment)
+    subprocess.run([*train, "--resume", "--total-timesteps", "64"], cwd=ROOT, check=True, capture_output=True)
     model_path = run_dir / "model.zip"
+    assert MaskablePPO.load(model_path, device="cpu").num_timesteps == 192
     policy = PeerModelPolicy(model_path)
     result, latencies = policy.run_window(long_trace, 10, 20)
     assert sorted(result.start_order) == list(range(20)) and len(latencies) >= 1
