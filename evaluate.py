@@ -43,8 +43,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--cluster", help="cluster preset, YAML, swf:N or openb:PATH (default: the workload's)")
     parser.add_argument("--seeds", type=_ints, default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
     parser.add_argument("--load", type=_floats, default=[1.0], help="comma-separated load factors (default 1)")
-    parser.add_argument("--starts", type=_ints, help="rlscheduler: first job of each sequence (default: peer's)")
-    parser.add_argument("--length", type=int, default=1024, help="rlscheduler: jobs per sequence (default 1024)")
+    parser.add_argument("--starts", type=_ints, help="first job of each trace window: rlscheduler sequences "
+                        "(default: the peer's), or windows of trace workloads in the default suite (i is seed i)")
+    parser.add_argument("--length", type=int, default=1024, help="jobs per window of --starts (default 1024)")
     parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
                         help="parallel runs (default: the cores, at most 4)")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="local processes or Ray tasks")

@@ -1,12 +1,14 @@
-"""Train a MaskablePPO agent (permutation-equivariant SlotPolicy) on a GPUClusterEnv variant, then evaluate it.
+"""Train a MaskablePPO agent (permutation-equivariant SlotPolicy) on a GPUClusterEnv variant or the peer-mode env
+(gpusched/RLSched-v0), then evaluate it.
 
     python train.py                                        # configs/experiments/default.yaml, a few CPU minutes
     python train.py --total-timesteps 2000 --run-dir runs/smoke --device cpu
     python train.py --run-dir runs/smoke --resume --total-timesteps 4000   # continue from runs/smoke/model.zip
     python train.py --config configs/experiments/lublin.yaml --set backfill=true --set sampling=outside_test
 
-The run folder holds the resolved config (config.yaml), the model (model.zip), TensorBoard events (tb/) and the
-final evaluation (eval/ with results.csv and summary.json), which is also printed beside the heuristics.
+The run folder holds the resolved config (config.yaml), the model (model.zip), the best model on the periodic
+validation episodes (best_model.zip), TensorBoard events (tb/), checkpoints and the final evaluation (eval/ with
+results.csv and summary.json), which is also printed beside the heuristics.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent
+BEST_MODEL = "best_model.zip"
+"""The model with the best periodic-evaluation score (validation episodes, never the final test ones)."""
 
 
 @dataclass
@@ -34,6 +38,8 @@ class Args:
     """environment steps to train for (default: the config's)"""
     device: str = "auto"
     """torch device: auto (cuda when present), cuda or cpu"""
+    threads: int = 0
+    """torch CPU threads (0: torch's default); 1 when several runs share a machine avoids oversubscription"""
     n_envs: int | None = None
     """parallel environments (SubprocVecEnv when > 1; default: the config's)"""
     seed: int = 0
@@ -97,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     total = args.total_timesteps or int(config["total_timesteps"])
     n_envs = args.n_envs or int(config.get("n_envs", 1))
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    if args.threads:
+        torch.set_num_threads(args.threads)
     env_id, env_overrides = config["env_id"], {**(config.get("env") or {}), **_env_overrides(args.set)}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.run_dir or ROOT / "runs" / f"{env_id.split('/')[-1]}__{args.seed}__{stamp}"
@@ -162,7 +170,7 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
     if train.get("eval_every_steps"):
         callbacks.append(EvalScalars(env_id, env_overrides, train.get("eval_seeds", [2000, 2001]),
                                      (config.get("eval") or {}).get("heuristics", ["fifo"]),
-                                     max(1, int(train["eval_every_steps"]) // n_envs)))
+                                     max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL))
     if train.get("checkpoint_every_steps"):
         callbacks.append(CheckpointCallback(max(1, int(train["checkpoint_every_steps"]) // n_envs),
                                             str(run_dir / "checkpoints"), name_prefix="model"))
@@ -170,7 +178,8 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
 
 
 def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path, env_id: str, env: dict[str, Any]) -> None:
-    """The final evaluation table: the model beside the config's heuristics on held-out episodes.
+    """The final evaluation table: the model (and the best one on validation episodes, when periodic evaluation
+    saved one) beside the config's heuristics on held-out episodes.
 
     Peer-mode models run the peer's protocol (10 sequences of 1024 jobs of their trace) beside the ``rls:`` orders
     with the same backfill mode; the others run on the simulator on the config's workload and seeds.
@@ -178,12 +187,13 @@ def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path, env_id: str
     from envs.registration import PEER_ENV_ID
     from evaluate import main as evaluate_main
 
+    models = [str(p) for p in (model_path, run_dir / BEST_MODEL) if p.exists()]
     if env_id == PEER_ENV_ID:
         suffix = "+rlsbackfill" if env.get("backfill") else ""
-        policies = [f"rls:{model_path}", *(f"rls:{h}{suffix}" for h in spec.get("heuristics", ["sjf", "f1"]))]
+        policies = [f"rls:{m}" for m in models] + [f"rls:{h}{suffix}" for h in spec.get("heuristics", ["sjf", "f1"])]
         argv = ["--suite", "rlscheduler", "--workload", f"swf:{env['trace']}"]
     else:
-        policies = [str(model_path), *spec.get("heuristics", ["fifo"])]
+        policies = [*models, *spec.get("heuristics", ["fifo"])]
         argv = ["--workload", str(spec.get("workload", "default")),
                 "--seeds", ",".join(str(s) for s in spec.get("seeds", [1000]))]
         if spec.get("cluster"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -31,13 +32,15 @@ def heuristic_metrics(env: gym.Env, name: str) -> dict[str, float]:
 
 class EvalScalars(BaseCallback):
     """Every ``eval_freq`` steps, play ``seeds`` episodes with the current model (deterministic, masked) and log
-    their mean ``EVAL_KEYS``; beside them, once, the best of ``heuristics`` (lowest mean wait) on the same episodes."""
+    their mean ``EVAL_KEYS``; beside them, once, the best of ``heuristics`` (lowest mean wait) on the same episodes.
+    With ``best_path``, the model is saved there whenever its first key is the lowest so far (validation)."""
 
     def __init__(self, env_id: str, env_overrides: dict, seeds: Sequence[int], heuristics: Sequence[str],
-                 eval_freq: int) -> None:
+                 eval_freq: int, best_path: Path | None = None) -> None:
         super().__init__()
         self.env = gym.make(env_id, **env_overrides)
         self.seeds, self.heuristics, self.eval_freq = list(seeds), list(heuristics), eval_freq
+        self.best_path, self.best_value = best_path, np.inf
         self.heuristic: dict[str, float] = {}
         self.heuristic_name = ""
         self.keys = PEER_EVAL_KEYS if isinstance(self.env.unwrapped, PeerSchedEnv) else EVAL_KEYS
@@ -58,8 +61,12 @@ class EvalScalars(BaseCallback):
 
     def _on_step(self) -> bool:
         if self.eval_freq and self.n_calls % self.eval_freq == 0:
-            for key, value in self.evaluate().items():
+            metrics = self.evaluate()
+            for key, value in metrics.items():
                 self.logger.record(f"eval/{key}", value)
+            if self.best_path is not None and metrics[self.keys[0]] < self.best_value:
+                self.best_value = metrics[self.keys[0]]
+                self.model.save(self.best_path)
             for key, value in self.heuristic.items():
                 self.logger.record(f"eval/heuristic_{key}", value)
         return True

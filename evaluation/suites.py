@@ -1,6 +1,7 @@
 """Named suites: which policies run on which workloads, seeds and loads.
 
-- ``default``: the embedded synthetic workload on hetero-64, 3 seeds, the main heuristics.
+- ``default``: the embedded synthetic workload on hetero-64, 3 seeds, the main heuristics; a trace workload
+  (``FORMAT:PATH``) with ``--starts`` runs its windows of ``--length`` jobs instead (window i is "seed" i).
 - ``gpu``: windows of the Philly trace on ``philly-like`` and of the Alibaba openb trace on its own nodes, with
   placement rules (trace paths from ``--workload``, else ``../shared/traces`` when present); arrivals are
   compressed by :data:`GPU_LOADS` (``--load`` multiplies it).
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from envs import ConfigError
 from envs.peer_rls import peer_start_indices
+from envs.workload import TRACE_FORMATS
 from envs.workload.swf_peer import load_swf_peer
 from evaluation.runner import RunSpec
 
@@ -41,8 +43,13 @@ def suite_specs(suite: str, policies: Sequence[str] | None = None, workloads: Se
                 starts: Sequence[int] | None = None, length: int = 1024) -> list[RunSpec]:
     """The runs of ``suite``; arguments override its defaults."""
     if suite == "default":
-        return [RunSpec(p, w, cluster, seed, load) for w in (workloads or ("default",)) for load in loads
-                for seed in seeds for p in (policies or MAIN_HEURISTICS)]
+        specs = []
+        for w in workloads or ("default",):
+            trace = w.partition(":")[0] in TRACE_FORMATS
+            runs = list(enumerate((s, length) for s in starts)) if starts and trace else [(s, None) for s in seeds]
+            specs += [RunSpec(p, w, cluster, seed, load, window) for load in loads for seed, window in runs
+                      for p in (policies or MAIN_HEURISTICS)]
+        return specs
     if suite == "gpu":
         return _gpu(policies or GPU_HEURISTICS, workloads, cluster, loads)
     if suite == "rlscheduler":

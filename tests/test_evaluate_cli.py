@@ -99,3 +99,13 @@ def test_two_runs_with_the_same_name_and_seed_are_refused():
     row = {"policy": "fifo", "workload": "trace.swf", "cluster": "c", "seed": 0, "load": 1.0, "mean_wait_s": 1.0}
     with pytest.raises(ValueError, match="distinct names"):
         aggregate([row, dict(row, mean_wait_s=2.0)])
+
+
+def test_default_suite_runs_windows_of_a_trace_workload_with_starts():
+    specs = suite_specs("default", ["fifo", "sjf"], ["philly:x.csv", "small"], "tiny", (7,), (1.0, 2.0),
+                        starts=(10, 50), length=20)
+    trace = [(s.policy, s.seed, s.load, s.window) for s in specs if s.workload == "philly:x.csv"]
+    assert sorted(trace) == sorted((p, i, load, (start, 20)) for p in ("fifo", "sjf") for load in (1.0, 2.0)
+                                   for i, start in enumerate((10, 50)))
+    synthetic = [(s.seed, s.window) for s in specs if s.workload == "small"]
+    assert synthetic == [(7, None)] * 4  # generator workloads keep their seeds, windows apply to traces only

@@ -148,6 +148,7 @@ def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trac
     subprocess.run([*train, "--resume", "--total-timesteps", "64"], cwd=ROOT, check=True, capture_output=True)
     model_path = run_dir / "model.zip"
     assert MaskablePPO.load(model_path, device="cpu").num_timesteps == 192
+    assert (run_dir / "best_model.zip").exists()  # saved at the first periodic evaluation
     policy = PeerModelPolicy(model_path)
     result, latencies = policy.run_window(long_trace, 10, 20)
     assert sorted(result.start_order) == list(range(20)) and len(latencies) >= 1
