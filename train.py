@@ -147,13 +147,17 @@ def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int)
 
 
 def new_model(ppo: dict[str, Any], vec: Any, device: str, seed: int, tensorboard_log: str | None) -> Any:
-    """A fresh MaskablePPO with the SlotPolicy network; ``ppo`` holds PPO's settings and ``hidden`` (width)."""
+    """A fresh MaskablePPO with the SlotPolicy network; ``ppo`` holds PPO's settings, ``hidden`` (width) and
+    optionally ``learning_rate_end`` (the learning rate decays linearly from ``learning_rate`` to it)."""
     from sb3_contrib import MaskablePPO
 
     from agents.network import SlotPolicy
 
     settings = dict(ppo)
     hidden = int(settings.pop("hidden", 64))
+    if "learning_rate_end" in settings:  # linear decay over training (SB3's progress goes from 1 to 0)
+        start, end = float(settings.get("learning_rate", 3e-4)), float(settings.pop("learning_rate_end"))
+        settings["learning_rate"] = lambda progress: end + (start - end) * progress
     return MaskablePPO(SlotPolicy, vec, seed=seed, device=device, tensorboard_log=tensorboard_log,
                        policy_kwargs={"hidden": hidden}, **settings)
 
@@ -168,7 +172,8 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
     train = config.get("train") or {}
     callbacks: list[Any] = []
     if train.get("eval_every_steps"):
-        callbacks.append(EvalScalars(env_id, env_overrides, train.get("eval_seeds", [2000, 2001]),
+        eval_env = {**env_overrides, **(train.get("eval_env") or {})}  # validation episodes may differ in size
+        callbacks.append(EvalScalars(env_id, eval_env, train.get("eval_seeds", [2000, 2001]),
                                      (config.get("eval") or {}).get("heuristics", ["fifo"]),
                                      max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL))
     if train.get("checkpoint_every_steps"):

@@ -95,3 +95,13 @@ def test_training_logs_eval_scalars_beside_the_heuristic_and_checkpoints(tmp_pat
     assert {"eval/mean_wait_s", "eval/heuristic_mean_wait_s", "eval/utilization"} <= tags
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.zip")) == ["model_128_steps.zip",
                                                                                "model_256_steps.zip"]
+
+
+def test_learning_rate_decays_linearly_to_learning_rate_end():
+    sys.path.insert(0, str(ROOT))
+    from train import new_model
+
+    env = gym.make("gpusched/GPUCluster-Tiny-v0")
+    model = new_model({"learning_rate": 1e-3, "learning_rate_end": 1e-4, "n_steps": 32, "batch_size": 32,
+                       "hidden": 8}, env, "cpu", 0, None)
+    assert [model.lr_schedule(p) for p in (1.0, 0.5, 0.0)] == pytest.approx([1e-3, 5.5e-4, 1e-4])
