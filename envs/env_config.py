@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.errors import ConfigError
+from envs.errors import ConfigError, check_keys
 from envs.placement import get_placement_rule
 
 REWARD_TERMS = ("wait", "utilization")
@@ -87,10 +87,7 @@ class EnvConfig:
 
     def replace(self, **overrides: Any) -> EnvConfig:
         """A copy with ``overrides``; unknown keys are an error naming the key."""
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise ConfigError(f"env.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+        check_keys(overrides, (f.name for f in dataclasses.fields(self)), "env")
         return dataclasses.replace(self, **overrides)
 
     @property

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 
 class GpuschedError(Exception):
     """Base class of every error raised by gpusched."""
@@ -38,3 +41,14 @@ class ActionRefused(GpuschedError):
 
 class SimulationStalled(GpuschedError):
     """The policy waited while nothing could ever happen again (no running job, no future event)."""
+
+
+def check_keys(data: Any, allowed: Iterable[str], where: str) -> None:
+    """Raise :class:`ConfigError` unless ``data`` is a mapping whose keys are all in ``allowed``; the message names
+    the first unknown key as ``{where}.{key}`` and lists the allowed ones."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: must be a mapping, got {type(data).__name__}")
+    allowed = set(allowed)
+    unknown = sorted(set(map(str, data)) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")

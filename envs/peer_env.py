@@ -47,7 +47,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.errors import ConfigError
+from envs.errors import ConfigError, check_keys
 from envs.peer_rls import (
     PEER_SEED,
     SEQUENCE_COUNT,
@@ -103,10 +103,7 @@ class PeerEnvConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> PeerEnvConfig:
         """A config from keyword values; unknown keys raise :class:`ConfigError` naming them."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"PeerEnvConfig: unknown keys {unknown}; known: {sorted(known)}")
+        check_keys(values, (f.name for f in fields(cls)), "peer_env")
         return cls(**values)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from envs.cluster import ClusterSpec, NodeSpec, even_islands, merge_gpu_types, swf_machine
-from envs.errors import ConfigError
+from envs.errors import ConfigError, check_keys
 from envs.gpu_types import GPUType
 
 _TOP_KEYS = {"name", "gpu_types", "node_groups"}
@@ -79,7 +79,7 @@ def cluster_from_yaml(path: str | Path) -> ClusterSpec:
 
 def cluster_from_dict(data: Any, where: str = "cluster") -> ClusterSpec:
     """Build a cluster from the mapping a preset file holds; ``where`` prefixes error messages."""
-    _check_keys(data, _TOP_KEYS, where)
+    check_keys(data, _TOP_KEYS, where)
     name = str(data.get("name") or where.removesuffix(".yaml"))
     types = merge_gpu_types(_gpu_types(data.get("gpu_types") or {}, f"{where}: gpu_types"))
     groups = data.get("node_groups")
@@ -99,7 +99,7 @@ def _gpu_types(data: Any, where: str) -> list[GPUType]:
         raise ConfigError(f"{where}: must be a mapping of type name to {{memory_gib, speed}}")
     out = []
     for type_name, fields in data.items():
-        _check_keys(fields, _TYPE_KEYS, f"{where}.{type_name}")
+        check_keys(fields, _TYPE_KEYS, f"{where}.{type_name}")
         if set(fields) != _TYPE_KEYS:
             raise ConfigError(f"{where}.{type_name}: needs both memory_gib and speed")
         out.append(GPUType(str(type_name), _number(fields, "memory_gib", where), _number(fields, "speed", where)))
@@ -107,7 +107,7 @@ def _gpu_types(data: Any, where: str) -> list[GPUType]:
 
 
 def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
-    _check_keys(group, _GROUP_KEYS, where)
+    check_keys(group, _GROUP_KEYS, where)
     for key in ("count", "gpu_type", "gpus"):
         if key not in group:
             raise ConfigError(f"{where}.{key}: missing")
@@ -155,14 +155,6 @@ def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
         ]
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
-
-
-def _check_keys(data: Any, allowed: set[str], where: str) -> None:
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: must be a mapping, got {type(data).__name__}")
-    unknown = sorted(set(map(str, data)) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
 
 
 def _number(data: Mapping[str, Any], key: str, where: str, default: float | None = None) -> float:

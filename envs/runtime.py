@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from envs.cluster import ClusterSpec
-from envs.errors import ConfigError
+from envs.errors import ConfigError, check_keys
 from envs.job import Job
 from envs.joblog import TopologyLevel
 
@@ -61,10 +61,7 @@ class RuntimeConfig:
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> RuntimeConfig:
         """Build from a mapping; unknown keys are a :class:`ConfigError` naming the key."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"runtime.{unknown[0]}: unknown key (allowed: {', '.join(sorted(known))})")
+        check_keys(data, (f.name for f in fields(cls)), "runtime")
         return cls(**data)  # type: ignore[arg-type]
 
     def topology_factor(self, level: TopologyLevel, comm_sensitivity: float) -> float:

@@ -89,7 +89,7 @@ def test_masked_action_is_refused_and_changes_nothing(hand_trace):
 def test_bad_config_is_a_typed_error(hand_trace):
     with pytest.raises(ConfigError, match="trace"):
         PeerSchedEnv()
-    with pytest.raises(ConfigError, match="unknown keys"):
+    with pytest.raises(ConfigError, match=r"peer_env\.sequence_jobz: unknown key"):
         PeerSchedEnv(trace=hand_trace, sequence_jobz=3)
     with pytest.raises(ConfigError, match="no sequence"):
         PeerSchedEnv(trace=hand_trace, sequence_jobs=4).reset()  # 4 jobs leave no room for a 4-job sequence
