@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         model = MaskablePPO.load(str(model_path), env=vec, device=device)
     else:
         model = new_model(config.get("ppo") or {}, vec, device, args.seed, str(run_dir / "tb"))
+        if config.get("pretrain"):
+            _pretrain(config["pretrain"], model, gym.make(env_id, **env_overrides), args.seed)
     t0 = time.perf_counter()
     model.learn(total_timesteps=total, reset_num_timesteps=not args.resume, tb_log_name="ppo",
                 callback=_callbacks(config, env_id, env_overrides, run_dir, n_envs))
@@ -162,6 +164,18 @@ def new_model(ppo: dict[str, Any], vec: Any, device: str, seed: int, tensorboard
                        policy_kwargs={"hidden": hidden}, **settings)
 
 
+def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int) -> None:
+    """Warm start by imitation of ``spec["teacher"]`` on ``spec["episodes"]`` episodes (reset seeds 10^6 + i)."""
+    from agents.imitation import TEACHERS, pretrain
+
+    if spec.get("teacher") not in TEACHERS:
+        raise SystemExit(f"pretrain.teacher: {spec.get('teacher')!r} is unknown (known: {', '.join(TEACHERS)})")
+    seeds = [1_000_000 + 1000 * seed + i for i in range(int(spec.get("episodes", 4)))]
+    stats = pretrain(model, env, TEACHERS[spec["teacher"]], seeds, int(spec.get("epochs", 10)), seed=seed)
+    print(f"pretrained by imitation of {spec['teacher']}: {stats['decisions']:,} decisions, "
+          f"loss {stats['loss']:.3f}, agreement {stats['agreement']:.1%}")
+
+
 def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any], run_dir: Path,
                n_envs: int) -> list[Any]:
     """Periodic evaluation scalars (beside the best heuristic) and checkpoints, as the config's ``train`` asks."""
@@ -200,9 +214,12 @@ def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path, env_id: str
     else:
         policies = [*models, *spec.get("heuristics", ["fifo"])]
         argv = ["--workload", str(spec.get("workload", "default")),
-                "--seeds", ",".join(str(s) for s in spec.get("seeds", [1000]))]
+                "--seeds", ",".join(str(s) for s in spec.get("seeds", [1000])),
+                "--load", str(spec.get("load", 1.0))]
         if spec.get("cluster"):
             argv += ["--cluster", str(spec["cluster"])]
+        if spec.get("starts"):  # held-out windows of a trace workload
+            argv += ["--starts", ",".join(str(s) for s in spec["starts"]), "--length", str(spec.get("length", 1024))]
     evaluate_main([*argv, "--policies", ",".join(policies), "--out", str(run_dir / "eval"), "--no-plots",
                    "--workers", "1"])
 

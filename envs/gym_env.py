@@ -188,6 +188,11 @@ class GPUClusterEnv(gym.Env):
         """Boolean mask of the legal actions at the current decision point (see the class docstring)."""
         return self._mask.copy()
 
+    @property
+    def visible_jobs(self) -> tuple[Job, ...]:
+        """The jobs in the K slots at the current decision point (slot order)."""
+        return tuple(self._slot_jobs)
+
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._sim is None:
             return None

@@ -105,3 +105,23 @@ def test_learning_rate_decays_linearly_to_learning_rate_end():
     model = new_model({"learning_rate": 1e-3, "learning_rate_end": 1e-4, "n_steps": 32, "batch_size": 32,
                        "hidden": 8}, env, "cpu", 0, None)
     assert [model.lr_schedule(p) for p in (1.0, 0.5, 0.0)] == pytest.approx([1e-3, 5.5e-4, 1e-4])
+
+
+def test_imitation_warm_start_fits_the_teacher_on_unseen_episodes():
+    from agents.imitation import pretrain, smallest_area_first
+
+    env = gym.make("gpusched/GPUCluster-Tiny-v0", work_conserving=True, episode_jobs=64)
+    model = MaskablePPO(SlotPolicy, env, n_steps=64, batch_size=32, seed=0, device="cpu",
+                        policy_kwargs={"hidden": 32})
+    stats = pretrain(model, env, smallest_area_first, list(range(20)), epochs=30, batch_size=64)
+    assert stats["decisions"] > 500 and stats["agreement"] > 0.9
+    same = total = 0
+    for seed in (500, 501):  # episodes it was not fitted on
+        obs, _ = env.reset(seed=seed)
+        terminated = False
+        while not terminated:
+            teacher = smallest_area_first(env.unwrapped)
+            action, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)
+            same, total = same + (int(action) == teacher), total + 1
+            obs, _, terminated, _, _ = env.step(teacher)
+    assert same / total > 0.8

@@ -1,0 +1,101 @@
+"""Warm start by imitation: fit the policy to a teacher's actions (behaviour cloning) before PPO fine-tunes it.
+
+A teacher is a function of the unwrapped env at a decision point that returns a legal action. Demonstrations are
+collected on the env's own episodes (reset seeds given, never the evaluation ones), then the policy's masked
+action distribution is fitted by maximum likelihood (cross-entropy on the teacher's actions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from envs.gym_env import GPUClusterEnv
+
+Teacher = Callable[[Any], int]
+"""``teacher(env) -> action``: a legal action of the unwrapped env at its current decision point."""
+
+
+def smallest_area_first(env: GPUClusterEnv) -> int:
+    """Start the visible job with the least requested GPU-time (estimate [s] x GPUs) that can start now, with the
+    first legal placement rule in the env's rule order (pack first in the default env); Wait when none can."""
+    mask = env.action_masks()
+    p = len(env.config.placement_rules)
+    best: tuple[float, int] | None = None
+    for slot, job in enumerate(env.visible_jobs):
+        legal = np.flatnonzero(mask[slot * p : (slot + 1) * p])
+        area = job.runtime_estimate_s * job.gpu_share
+        if legal.size and (best is None or area < best[0]):
+            best = (area, slot * p + int(legal[0]))
+    return best[1] if best is not None else len(mask) - 1
+
+
+TEACHERS: dict[str, Teacher] = {"smallest_area_first": smallest_area_first}
+"""Teachers by name (the ``pretrain.teacher`` setting of an experiment)."""
+
+
+def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: float
+                   ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """(observations by key, action masks, teacher actions, discounted returns from each decision) over one
+    episode per reset seed."""
+    observations: dict[str, list[np.ndarray]] = {}
+    masks, actions, returns = [], [], []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        terminated = truncated = False
+        rewards = []
+        while not (terminated or truncated):
+            action = teacher(env.unwrapped)
+            for key, value in obs.items():
+                observations.setdefault(key, []).append(value)
+            masks.append(env.unwrapped.action_masks())
+            actions.append(action)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            rewards.append(reward)
+        ahead, backwards = 0.0, []
+        for reward in reversed(rewards):
+            ahead = reward + gamma * ahead
+            backwards.append(ahead)
+        returns.extend(reversed(backwards))
+    return ({k: np.stack(v) for k, v in observations.items()}, np.stack(masks), np.array(actions),
+            np.array(returns, dtype=np.float32))
+
+
+def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epochs: int = 10,
+             batch_size: int = 256, seed: int = 0) -> dict[str, float]:
+    """Fit ``model``'s policy to ``teacher`` on the episodes of ``seeds`` (and its value head to the teacher's
+    discounted returns, so that PPO's first advantages are not noise); returns the final loss and the share of
+    demonstrated decisions where the policy's most likely action is the teacher's."""
+    obs, masks, actions, returns = demonstrations(env, teacher, seeds, model.gamma)
+    policy, device = model.policy, model.device
+    rng = np.random.default_rng(seed)
+    n = len(actions)
+
+    def batch(idx: np.ndarray) -> tuple[dict[str, torch.Tensor], np.ndarray, torch.Tensor, torch.Tensor]:
+        return ({k: torch.as_tensor(v[idx], device=device) for k, v in obs.items()}, masks[idx],
+                torch.as_tensor(actions[idx], device=device), torch.as_tensor(returns[idx], device=device))
+
+    policy.set_training_mode(True)
+    loss = torch.tensor(0.0)
+    for _ in range(epochs):
+        order = rng.permutation(n)
+        for start in range(0, n, batch_size):
+            o, m, a, g = batch(order[start : start + batch_size])
+            values, log_prob, _ = policy.evaluate_actions(o, a, action_masks=m)
+            loss = -log_prob.mean() + model.vf_coef * torch.nn.functional.mse_loss(values.flatten(), g)
+            policy.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+            policy.optimizer.step()
+    policy.set_training_mode(False)
+    agree = 0
+    with torch.no_grad():
+        for start in range(0, n, batch_size):
+            idx = np.arange(start, min(start + batch_size, n))
+            o, m, a, _ = batch(idx)
+            agree += int((policy.get_distribution(o, m).distribution.probs.argmax(1) == a).sum())
+    return {"loss": float(loss.detach()), "agreement": agree / n, "decisions": n}
