@@ -165,13 +165,12 @@ def new_model(ppo: dict[str, Any], vec: Any, device: str, seed: int, tensorboard
 
 
 def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int) -> None:
-    """Warm start by imitation of ``spec["teacher"]`` on ``spec["episodes"]`` episodes (reset seeds 10^6 + i)."""
-    from agents.imitation import TEACHERS, pretrain
+    """Warm start by imitation of the heuristic ``spec["teacher"]`` on ``spec["episodes"]`` episodes (reset seeds
+    10^6 + 1000 seed + i, never an evaluation seed)."""
+    from agents.imitation import HeuristicTeacher, pretrain
 
-    if spec.get("teacher") not in TEACHERS:
-        raise SystemExit(f"pretrain.teacher: {spec.get('teacher')!r} is unknown (known: {', '.join(TEACHERS)})")
     seeds = [1_000_000 + 1000 * seed + i for i in range(int(spec.get("episodes", 4)))]
-    stats = pretrain(model, env, TEACHERS[spec["teacher"]], seeds, int(spec.get("epochs", 10)), seed=seed)
+    stats = pretrain(model, env, HeuristicTeacher(str(spec["teacher"])), seeds, int(spec.get("epochs", 10)), seed=seed)
     print(f"pretrained by imitation of {spec['teacher']}: {stats['decisions']:,} decisions, "
           f"loss {stats['loss']:.3f}, agreement {stats['agreement']:.1%}")
 

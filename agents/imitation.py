@@ -14,28 +14,42 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from baselines.registry import make, parse
 from envs.gym_env import GPUClusterEnv
+from envs.policy import Start
 
 Teacher = Callable[[Any], int]
-"""``teacher(env) -> action``: a legal action of the unwrapped env at its current decision point."""
+"""``teacher(env) -> action``: a legal action of the unwrapped env at its current decision point; a teacher with
+a ``reset()`` method is reset at the start of every episode."""
 
 
-def smallest_area_first(env: GPUClusterEnv) -> int:
-    """Start the visible job with the least requested GPU-time (estimate [s] x GPUs) that can start now, with the
-    first legal placement rule in the env's rule order (pack first in the default env); Wait when none can."""
-    mask = env.action_masks()
-    p = len(env.config.placement_rules)
-    best: tuple[float, int] | None = None
-    for slot, job in enumerate(env.visible_jobs):
-        legal = np.flatnonzero(mask[slot * p : (slot + 1) * p])
-        area = job.runtime_estimate_s * job.gpu_share
-        if legal.size and (best is None or area < best[0]):
-            best = (area, slot * p + int(legal[0]))
-    return best[1] if best is not None else len(mask) - 1
+class HeuristicTeacher:
+    """A registered heuristic (``ORDER+BACKFILL/PLACEMENT``) acting through the env's actions: its next start, if
+    the job is in a visible slot and the heuristic's placement rule is one of the env's rules and legal; otherwise
+    the first legal start of that job, else Wait when legal, else the first legal action."""
 
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.scheduler = make(name)
+        self.rule = parse(name)[2]
 
-TEACHERS: dict[str, Teacher] = {"smallest_area_first": smallest_area_first}
-"""Teachers by name (the ``pretrain.teacher`` setting of an experiment)."""
+    def reset(self) -> None:
+        """Forget the heuristic's state (a new episode)."""
+        self.scheduler.reset()
+
+    def __call__(self, env: GPUClusterEnv) -> int:
+        mask = env.action_masks()
+        rules = list(env.config.placement_rules)
+        p = len(rules)
+        action = self.scheduler.act(env.view)
+        slot = next((i for i, job in enumerate(env.visible_jobs)
+                     if isinstance(action, Start) and job.job_id == action.job_id), None)
+        if slot is not None:
+            preferred = [rules.index(self.rule)] if self.rule in rules else []
+            for rule in preferred + list(range(p)):
+                if mask[slot * p + rule]:
+                    return slot * p + rule
+        return len(mask) - 1 if mask[-1] else int(np.flatnonzero(mask)[0])
 
 
 def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: float
@@ -46,6 +60,8 @@ def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: floa
     masks, actions, returns = [], [], []
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
+        if hasattr(teacher, "reset"):
+            teacher.reset()
         terminated = truncated = False
         rewards = []
         while not (terminated or truncated):

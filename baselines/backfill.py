@@ -5,6 +5,8 @@
   running jobs' requested wall times; a later job may start now only if it does not delay that reservation: it
   ends (by its requested time) no later than the reservation, or the top job still fits at the reservation time
   with the later job's GPUs taken.
+- ``greedy``: no reservation at all: the highest-ranked job that fits now starts (list scheduling, also called
+  aggressive backfilling without guarantees); a job that never fits while smaller ones keep arriving can starve.
 - ``conservative``: every queued job gets a reservation (a start time and GPUs), made once when it is first
   seen (newcomers in rank order) and kept while it stays valid; a job starts now only if it fits now around every
   other job's reservation. So no reservation is ever delayed while estimates are exact; a reservation whose time
@@ -29,6 +31,7 @@ BACKFILL_DOCS = {
     "none": "no backfilling: a blocked top-ranked job blocks everyone",
     "easy": "EASY: reserve for the top-ranked job only; later jobs start now if they do not delay it",
     "conservative": "conservative: a reservation for every queued job in order; backfill delays none of them",
+    "greedy": "no reservation (list scheduling): every job that fits now starts, in rank order; large jobs may starve",
 }
 """Backfilling modes and what they do."""
 
@@ -68,6 +71,8 @@ class Scheduler:
         queue = self.order.rank(view)
         if self.backfill == "conservative":
             return self._conservative(view, queue)
+        if self.backfill == "greedy":
+            return next((Start(job.job_id, gpus) for job in queue if (gpus := self.rule(view, job)) is not None), WAIT)
         head = queue[0]
         gpus = self.rule(view, head)
         if gpus is not None:

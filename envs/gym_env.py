@@ -19,6 +19,7 @@ from envs.observation import ObservationEncoder, Placement
 from envs.placement import PLACEMENT_RULES, PlacementRule
 from envs.profile import easy_backfill
 from envs.simulator import Simulator
+from envs.view import View
 from envs.workload import Workload
 
 
@@ -187,6 +188,11 @@ class GPUClusterEnv(gym.Env):
     def action_masks(self) -> np.ndarray:
         """Boolean mask of the legal actions at the current decision point (see the class docstring)."""
         return self._mask.copy()
+
+    @property
+    def view(self) -> View:
+        """The simulator's read-only view of the current decision point (what a heuristic policy reads)."""
+        return self._require_sim().view
 
     @property
     def visible_jobs(self) -> tuple[Job, ...]:

@@ -108,7 +108,9 @@ def test_learning_rate_decays_linearly_to_learning_rate_end():
 
 
 def test_imitation_warm_start_fits_the_teacher_on_unseen_episodes():
-    from agents.imitation import pretrain, smallest_area_first
+    from agents.imitation import HeuristicTeacher, pretrain
+
+    smallest_area_first = HeuristicTeacher("saf+greedy/pack")
 
     env = gym.make("gpusched/GPUCluster-Tiny-v0", work_conserving=True, episode_jobs=64)
     model = MaskablePPO(SlotPolicy, env, n_steps=64, batch_size=32, seed=0, device="cpu",
@@ -121,6 +123,7 @@ def test_imitation_warm_start_fits_the_teacher_on_unseen_episodes():
         terminated = False
         while not terminated:
             teacher = smallest_area_first(env.unwrapped)
+            assert env.unwrapped.action_masks()[teacher]
             action, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)
             same, total = same + (int(action) == teacher), total + 1
             obs, _, terminated, _, _ = env.step(teacher)

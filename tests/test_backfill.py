@@ -52,6 +52,12 @@ def test_easy_refuses_a_long_job_that_would_delay_the_head():
     assert starts("fcfs+easy", jobs) == {1: (0, 100), 2: (100, 200), 3: (2, 92), 4: (200, 400)}
 
 
+def test_greedy_starts_whatever_fits_and_lets_the_big_job_wait():
+    # No reservation: J4 takes GPUs 6, 7 at t=3 (until 253); J2 starts at 100 when J1 ends. At 200 J3 (8 GPUs)
+    # does not fit (J4 holds 6, 7) but J5 does: 200-290, delaying J3 further than EASY would, to 290-390.
+    assert starts("fcfs+greedy") == {1: (0, 100), 2: (100, 200), 3: (290, 390), 4: (3, 253), 5: (200, 290)}
+
+
 def test_conservative_protects_every_reservation():
     # Reservations: J2 at 100 (GPUs 0-5), J3 at 200 (all 8). J4 (250 s) fits no hole before J3 ends: reserved at
     # 300. J5 (90 s) fits GPUs 6, 7 during [4, 94), before J2's reservation: started at 4.
