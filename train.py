@@ -51,7 +51,7 @@ class Args:
     eval: bool = True
     """evaluate the trained model beside the heuristics at the end"""
     set: list[str] = field(default_factory=list)
-    """env overrides KEY=VALUE (repeatable; VALUE read as YAML), e.g. --set backfill=true"""
+    """config overrides KEY=VALUE (repeatable; VALUE read as YAML): env settings, or dotted paths (ppo.n_steps=512)"""
 
 
 def parse_args(argv: list[str] | None) -> Args:
@@ -69,15 +69,22 @@ def parse_args(argv: list[str] | None) -> Args:
     return Args(**vars(parser.parse_args(argv)))
 
 
-def _env_overrides(items: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` items as a mapping, each value read as YAML (``true``, ``4``, ``[pack, spread]``)."""
-    overrides = {}
+def _apply_sets(config: dict[str, Any], items: list[str]) -> dict[str, Any]:
+    """The experiment config with ``KEY=VALUE`` items applied, each value read as YAML (``true``, ``4``,
+    ``[pack, spread]``): a plain KEY is an env setting, a dotted one a path in the config (``ppo.n_steps=512``)."""
+    config = yaml.safe_load(yaml.safe_dump(config))  # a deep copy
     for item in items:
         key, eq, value = item.partition("=")
-        if not eq or not key:
+        if not eq or not key.strip():
             raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
-        overrides[key.strip()] = yaml.safe_load(value)
-    return overrides
+        path = key.strip().split(".") if "." in key else ["env", key.strip()]
+        node = config
+        for part in path[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[path[-1]] = yaml.safe_load(value)
+    return config
 
 
 def _field_doc(name: str) -> str:
@@ -100,12 +107,13 @@ def main(argv: list[str] | None = None) -> int:
 
     resumed_config = args.run_dir / CONFIG_FILE if args.resume and args.run_dir else None
     config = yaml.safe_load(Path(resumed_config or args.config).read_text())  # a resumed run keeps its settings
+    config = _apply_sets(config, args.set)
     total = args.total_timesteps or int(config["total_timesteps"])
     n_envs = args.n_envs or int(config.get("n_envs", 1))
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     if args.threads:
         torch.set_num_threads(args.threads)
-    env_id, env_overrides = config["env_id"], {**(config.get("env") or {}), **_env_overrides(args.set)}
+    env_id, env_overrides = config["env_id"], dict(config.get("env") or {})
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.run_dir or ROOT / "runs" / f"{env_id.split('/')[-1]}__{args.seed}__{stamp}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -165,12 +173,12 @@ def new_model(ppo: dict[str, Any], vec: Any, device: str, seed: int, tensorboard
 
 
 def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int) -> None:
-    """Warm start by imitation of the heuristic ``spec["teacher"]`` on ``spec["episodes"]`` episodes (reset seeds
-    10^6 + 1000 seed + i, never an evaluation seed)."""
-    from agents.imitation import HeuristicTeacher, pretrain
+    """Warm start by imitation of the heuristic ``spec["teacher"]`` (an ``rls:`` order on the peer-mode env) on
+    ``spec["episodes"]`` episodes (reset seeds 10^6 + 1000 seed + i, never an evaluation seed)."""
+    from agents.imitation import make_teacher, pretrain
 
     seeds = [1_000_000 + 1000 * seed + i for i in range(int(spec.get("episodes", 4)))]
-    stats = pretrain(model, env, HeuristicTeacher(str(spec["teacher"])), seeds, int(spec.get("epochs", 10)), seed=seed)
+    stats = pretrain(model, env, make_teacher(env, str(spec["teacher"])), seeds, int(spec.get("epochs", 10)), seed=seed)
     print(f"pretrained by imitation of {spec['teacher']}: {stats['decisions']:,} decisions, "
           f"loss {stats['loss']:.3f}, agreement {stats['agreement']:.1%}")
 

@@ -15,7 +15,9 @@ import numpy as np
 import torch
 
 from baselines.registry import make, parse
+from baselines.rls import rls_policy
 from envs.gym_env import GPUClusterEnv
+from envs.peer_env import PeerSchedEnv
 from envs.policy import Start
 
 Teacher = Callable[[Any], int]
@@ -52,6 +54,23 @@ class HeuristicTeacher:
         return len(mask) - 1 if mask[-1] else int(np.flatnonzero(mask)[0])
 
 
+class PeerTeacher:
+    """An ``rls:`` order acting in the peer-mode env: it commits the job the order picks among the visible slots
+    (the first K queued jobs; the whole queue when it fits, as in the heuristic itself)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.choose, _ = rls_policy(name)
+
+    def __call__(self, env: PeerSchedEnv) -> int:
+        return self.choose(env.visible_jobs, env.now)
+
+
+def make_teacher(env: gym.Env, name: str) -> Teacher:
+    """The teacher called ``name`` for ``env``: an ``rls:`` order on the peer-mode env, a heuristic otherwise."""
+    return PeerTeacher(name) if isinstance(env.unwrapped, PeerSchedEnv) else HeuristicTeacher(name)
+
+
 def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: float
                    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """(observations by key, action masks, teacher actions, discounted returns from each decision) over one
@@ -85,9 +104,11 @@ def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epoch
              batch_size: int = 256, seed: int = 0) -> dict[str, float]:
     """Fit ``model``'s policy to ``teacher`` on the episodes of ``seeds`` (and its value head to the teacher's
     discounted returns, so that PPO's first advantages are not noise); returns the final loss and the share of
-    demonstrated decisions where the policy's most likely action is the teacher's."""
+    demonstrated decisions where the policy's most likely action starts the teacher's job (rules that find the same
+    GPUs look alike to the network, so agreement is counted per job, not per rule)."""
     obs, masks, actions, returns = demonstrations(env, teacher, seeds, model.gamma)
     policy, device = model.policy, model.device
+    rules = policy.mlp_extractor.rules  # placement rules per slot (P)
     rng = np.random.default_rng(seed)
     n = len(actions)
 
@@ -113,5 +134,6 @@ def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epoch
         for start in range(0, n, batch_size):
             idx = np.arange(start, min(start + batch_size, n))
             o, m, a, _ = batch(idx)
-            agree += int((policy.get_distribution(o, m).distribution.probs.argmax(1) == a).sum())
+            chosen = policy.get_distribution(o, m).distribution.probs.argmax(1)
+            agree += int((chosen // rules == a // rules).sum())
     return {"loss": float(loss.detach()), "agreement": agree / n, "decisions": n}

@@ -57,7 +57,7 @@ from envs.peer_rls import (
     decisions,
     peer_start_indices,
 )
-from envs.workload.swf_peer import PeerTrace, load_swf_peer
+from envs.workload.swf_peer import PeerJob, PeerTrace, load_swf_peer
 
 _BSLD_THRESHOLD_S = 10  # bounded-slowdown denominator floor [s] (the peer's)
 _BSLD_SCALE = 1000.0  # bounded slowdown at which the log-scaled feature reaches 1
@@ -199,6 +199,18 @@ class PeerSchedEnv(gym.Env):
         if self._decision is not None:
             mask[: min(len(self._decision.queue), self.config.slots)] = True
         return mask
+
+    @property
+    def now(self) -> int:
+        """Time of the current decision [s] (the last one once the episode has ended)."""
+        return self._decision.now if self._decision is not None else max(self.result.start_times, default=0)
+
+    @property
+    def visible_jobs(self) -> list[PeerJob]:
+        """The queued jobs in the K slots, in slot (queue) order; empty once the episode has ended."""
+        if self._decision is None:
+            return []
+        return [self.jobs[p] for p in self._decision.queue[: self.config.slots]]
 
     def _send(self, k: int) -> float:
         """Commit queue index ``k``; the reward of every job started until the next decision."""

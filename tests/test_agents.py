@@ -128,3 +128,15 @@ def test_imitation_warm_start_fits_the_teacher_on_unseen_episodes():
             same, total = same + (int(action) == teacher), total + 1
             obs, _, terminated, _, _ = env.step(teacher)
     assert same / total > 0.8
+
+
+def test_set_overrides_env_settings_and_dotted_config_paths():
+    sys.path.insert(0, str(ROOT))
+    from train import _apply_sets
+
+    config = {"env": {"slots": 4}, "ppo": {"n_steps": 64}}
+    out = _apply_sets(config, ["backfill=true", "ppo.n_steps=512", "pretrain.teacher=f1", "slots=[1, 2]"])
+    assert out == {"env": {"slots": [1, 2], "backfill": True}, "ppo": {"n_steps": 512}, "pretrain": {"teacher": "f1"}}
+    assert config == {"env": {"slots": 4}, "ppo": {"n_steps": 64}}  # the loaded config is left as it was
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        _apply_sets(config, ["novalue"])

@@ -14,8 +14,8 @@ import yaml
 from sb3_contrib import MaskablePPO
 
 import envs  # noqa: F401  (registers the ids)
+from agents.imitation import PeerTeacher
 from agents.peer_policy import PeerModelPolicy, evaluate_model_peer
-from baselines.rls import sjf_key
 from envs.errors import ConfigError
 from envs.peer_env import PeerEnvConfig, PeerSchedEnv, training_starts
 from envs.peer_rls import evaluate_peer, peer_start_indices
@@ -126,11 +126,11 @@ def test_env_actions_reproduce_the_peer_reference_on_lublin(backfill):
     from baselines.rls import rls_policy
 
     reference = evaluate_peer(env.trace, rls_policy("sjf")[0], backfill, count=3)
+    teacher = PeerTeacher("sjf")  # the imitation teacher acts through the env's actions
     for start, expected in zip(reference.start_indices, reference.avg_bsld, strict=True):
         env.reset(options={"start": start, "length": 1024})
         while env.result is None:
-            keys = [sjf_key(env.jobs[p]) for p in env._decision.queue]
-            env.step(keys.index(min(keys)))
+            env.step(teacher(env))
         assert env.result.avg_bsld == pytest.approx(expected, rel=1e-12)
 
 
