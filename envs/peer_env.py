@@ -10,9 +10,10 @@ Spaces (the shapes :class:`agents.network.SlotScorer` reads, so the same network
 ========================  ===========  ==================================================================
 key                       shape        features (all float32 in [0, 1])
 ========================  ===========  ==================================================================
-``jobs``                  (K, 8)       present; wait, request, bounded slowdown if started now (log
-                                       scales); procs / machine; nodes / free nodes (clipped); fits now;
-                                       request x procs (log scale)
+``jobs``                  (K, 8)       in this order: present; wait; request (both log scale, 1 = ten
+                                       times the trace's longest request); procs / machine; nodes / free nodes
+                                       (clipped); fits now; bounded slowdown if started now (log scale,
+                                       1 = 1000); request x procs (log scale)
 ``placements``            (K, 1, 2)    fits now; free nodes left after starting it / machine nodes
 ``cluster``               (1, 6)       free nodes / machine; running jobs / machine nodes; queue length /
                                        K (clipped); queue longer than K; nodes freed within 1 h and within
