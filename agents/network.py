@@ -50,6 +50,9 @@ class SlotScorer(nn.Module):
         self.score_placement = nn.Linear(placement_features, hidden, bias=False)
         self.score_context = nn.Linear(2 * hidden, hidden, bias=False)
         self.score_out = nn.Sequential(nn.ReLU(), nn.Linear(hidden, 1))
+        # which rule a pair uses: two rules may give alike placement features yet different GPUs, and a policy
+        # must be able to prefer one (with a single rule this would be a constant, so it is left out)
+        self.score_rule = nn.Parameter(torch.zeros(self.rules, hidden)) if self.rules > 1 else None
         self.wait_scorer = _mlp([2 * hidden, hidden, 1])
         self.value_encoder = _mlp([2 * hidden, hidden])
         self.latent_dim_pi = self.slots * self.rules + 1
@@ -71,6 +74,8 @@ class SlotScorer(nn.Module):
         hidden = (self.score_job(jobs).unsqueeze(2)  # (B, K, 1, H)
                   + self.score_placement(obs["placements"])  # (B, K, P, H)
                   + self.score_context(context)[:, None, None, :])  # (B, 1, 1, H)
+        if self.score_rule is not None:
+            hidden = hidden + self.score_rule  # (P, H)
         scores = self.score_out(hidden).reshape(b, self.slots * self.rules)
         return torch.cat([scores, self.wait_scorer(context)], dim=1)
 
