@@ -38,8 +38,8 @@ class Args:
     """environment steps to train for (default: the config's)"""
     device: str = "auto"
     """torch device: auto (cuda when present), cuda or cpu"""
-    threads: int = 0
-    """torch CPU threads (0: torch's default); 1 when several runs share a machine avoids oversubscription"""
+    threads: int = 1
+    """torch CPU threads (0: torch's default); more threads than free cores slow small-batch PPO many times over"""
     n_envs: int | None = None
     """parallel environments (SubprocVecEnv when > 1; default: the config's)"""
     seed: int = 0
