@@ -17,21 +17,17 @@ from envs.peer_rls import PEER_SEED, SEQUENCE_COUNT, SEQUENCE_LENGTH, PeerEvalua
 from envs.registration import PEER_ENV_ID
 
 
-def is_peer_model(model_path: str | Path) -> bool:
-    """Whether the model was trained on the peer-mode env."""
-    return run_config(model_path).get("env_id") == PEER_ENV_ID
-
-
 class PeerModelPolicy:
     """Schedules windows of SWF traces with a saved MaskablePPO model (deterministic, masked)."""
 
     def __init__(self, model_path: str | Path, device: str = "cpu") -> None:
         from sb3_contrib import MaskablePPO
 
-        if not is_peer_model(model_path):
+        run = run_config(model_path)
+        if run.get("env_id") != PEER_ENV_ID:
             raise ConfigError(f"model {model_path}: not trained on {PEER_ENV_ID}; run it as a simulator policy")
         self.name = str(model_path)
-        self.env_values = dict(run_config(model_path).get("env") or {})
+        self.env_values = dict(run.get("env") or {})
         self.backfill = bool(self.env_values.get("backfill", False))
         self.model = MaskablePPO.load(str(model_path), device=device)
         self._envs: dict[str, PeerSchedEnv] = {}

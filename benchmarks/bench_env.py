@@ -19,8 +19,9 @@ from stable_baselines3.common.vec_env import SubprocVecEnv
 import envs  # noqa: F401  (registers the ids)
 
 
-def single_process(env_id: str, steps: int, seed: int) -> dict[str, object]:
-    env = gym.make(env_id)
+def single_process(env_id: str, steps: int, seed: int, **overrides: object) -> dict[str, object]:
+    """Steps per second of one env (``overrides``: EnvConfig settings), random masked actions."""
+    env = gym.make(env_id, **overrides)
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
     episodes = 0

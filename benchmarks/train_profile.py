@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
 import torch
 import yaml
 
@@ -29,21 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import envs  # noqa: E402, F401  (registers the ids)
+from benchmarks.bench_env import single_process  # noqa: E402
 from train import make_vec, new_model  # noqa: E402
-
-
-def env_only(env_id: str, overrides: dict[str, Any], steps: int, seed: int) -> float:
-    """Env steps per second, random masked actions, one process."""
-    env = gym.make(env_id, **overrides)
-    rng = np.random.default_rng(seed)
-    env.reset(seed=seed)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        mask = env.unwrapped.action_masks()
-        _, _, terminated, truncated, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
-        if terminated or truncated:
-            env.reset()
-    return steps / (time.perf_counter() - t0)
 
 
 def inference_ms(model: Any, vec: Any, calls: int = 200) -> float:
@@ -115,8 +100,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     config = yaml.safe_load(args.config.read_text())
     overrides = dict(config.get("env") or {})
-    print(json.dumps({"env": config["env_id"], "setting": "env only, random masked actions, one process",
-                      "steps_per_s": round(env_only(config["env_id"], overrides, args.env_steps, args.seed)),
+    env_only = single_process(config["env_id"], args.env_steps, args.seed, **overrides)
+    print(json.dumps({**env_only, "setting": "env only, random masked actions, one process",
                       "torch_threads": torch.get_num_threads()}), flush=True)
     for device in args.devices.split(","):
         if device == "cuda" and not torch.cuda.is_available():

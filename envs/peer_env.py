@@ -50,17 +50,18 @@ from gymnasium import spaces
 
 from envs.errors import ConfigError, check_keys
 from envs.peer_rls import (
+    BSLD_THRESHOLD_S,
     PEER_SEED,
     SEQUENCE_COUNT,
     SEQUENCE_LENGTH,
     Decision,
     PeerResult,
+    bounded_slowdown,
     decisions,
     peer_start_indices,
 )
 from envs.workload.swf_peer import PeerJob, PeerTrace, load_swf_peer
 
-_BSLD_THRESHOLD_S = 10  # bounded-slowdown denominator floor [s] (the peer's)
 _BSLD_SCALE = 1000.0  # bounded slowdown at which the log-scaled feature reaches 1
 _SOON_S = (3600, 36000)  # horizons of the "nodes freed within" features [s]
 JOB_FEATURES = 8
@@ -109,7 +110,8 @@ class PeerEnvConfig:
 
 
 @lru_cache(maxsize=4)
-def _trace_once(path: str) -> PeerTrace:
+def peer_trace_once(path: str) -> PeerTrace:
+    """The SWF trace at ``path`` (an absolute path) read by the peer's rules, once per process."""
     if not Path(path).exists():
         raise ConfigError(f"trace: {path}: no such file")
     return load_swf_peer(path)
@@ -136,7 +138,7 @@ class PeerSchedEnv(gym.Env):
         values = {**(config if isinstance(config, dict) else {}), **kwargs}
         self.config = config if isinstance(config, PeerEnvConfig) and not kwargs else \
             PeerEnvConfig.from_dict(values)
-        self.trace = _trace_once(str(Path(self.config.trace).resolve()))
+        self.trace = peer_trace_once(str(Path(self.config.trace).resolve()))
         self._starts: np.ndarray | None = None  # training_starts, computed at the first sampled reset
         machine = self.trace.machine
         self._machine_procs = machine.nodes * machine.procs_per_node
@@ -171,7 +173,6 @@ class PeerSchedEnv(gym.Env):
         self.window = (first, length)
         machine = self.trace.machine
         self._submit = np.array([j.submit for j in self.jobs], dtype=np.float64)
-        self._run = np.array([j.run for j in self.jobs], dtype=np.float64)
         self._request = np.array([max(j.request, 0) for j in self.jobs], dtype=np.float64)
         self._procs = np.array([max(j.procs, 0) for j in self.jobs], dtype=np.float64)
         self._nodes = np.array([machine.nodes_for(j.procs) for j in self.jobs], dtype=np.float64)
@@ -219,18 +220,13 @@ class PeerSchedEnv(gym.Env):
             self._decision = self._steps.send(k)
         except StopIteration as done:
             self._decision, self.result = None, done.value
-            order, start = list(done.value.start_order), list(done.value.start_times)
+            order, start = done.value.start_order, done.value.start_times
         else:
             order, start = self._decision.order, self._decision.start
         new = order[self._counted :]
         self._counted = len(order)
-        if not new:
-            return 0.0
-        idx = np.array(new)
-        run = self._run[idx]
-        bsld = np.maximum(1.0, (np.array([start[p] for p in new]) - self._submit[idx] + run)
-                          / np.maximum(run, _BSLD_THRESHOLD_S))
-        return -float(bsld.sum()) / len(self.jobs) / self.config.reward_scale
+        bsld = sum(bounded_slowdown(start[p], self.jobs[p].submit, self.jobs[p].run) for p in new)
+        return -bsld / len(self.jobs) / self.config.reward_scale
 
     def _advance_single(self) -> float:
         """Take every decision with a single queued job (no choice); the reward they earn."""
@@ -259,7 +255,7 @@ class PeerSchedEnv(gym.Env):
         nodes = self._nodes[q]
         free = max(d.free, 0)
         fits = nodes <= free
-        bsld_now = np.maximum(1.0, (wait + request) / np.maximum(request, _BSLD_THRESHOLD_S))
+        bsld_now = np.maximum(1.0, (wait + request) / np.maximum(request, BSLD_THRESHOLD_S))
         jobs[:m, 0] = 1.0
         jobs[:m, 1] = np.log1p(wait) / self._time_scale
         jobs[:m, 2] = np.log1p(request) / self._time_scale

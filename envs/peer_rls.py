@@ -51,7 +51,7 @@ SEQUENCE_LENGTH = 1024  # jobs per evaluation sequence (the peer's --len)
 SEQUENCE_COUNT = 10  # sequences per evaluation (the peer's --iter)
 PEER_SEED = 1  # the peer's --seed
 
-_BSLD_THRESHOLD_S = 10  # bounded-slowdown denominator floor [s]
+BSLD_THRESHOLD_S = 10  # bounded-slowdown denominator floor [s]
 
 
 @dataclass(frozen=True)
@@ -235,8 +235,13 @@ def decisions(
         arrived += 1
     avg = 0.0
     for p in order:
-        avg += max(1, (start[p] - submit[p] + run[p]) / max(run[p], _BSLD_THRESHOLD_S)) / n
+        avg += bounded_slowdown(start[p], submit[p], run[p]) / n
     return PeerResult(tuple(start), tuple(order), avg)
+
+
+def bounded_slowdown(start: int, submit: int, run: int) -> float:
+    """The peer's bounded slowdown of a job: ``max(1, (start - submit + run) / max(run, 10))`` (times in [s])."""
+    return max(1, (start - submit + run) / max(run, BSLD_THRESHOLD_S))
 
 
 def _shadow(

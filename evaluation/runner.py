@@ -20,10 +20,11 @@ from baselines.registry import RLS_PREFIX
 from envs import ClusterSpec, ConfigError, Job, JobLog, JobRecord, JobState, RuntimeConfig, View, load_cluster, simulate
 from envs.episodes import load_trace_once, natural_cluster
 from envs.metrics import summarize
+from envs.peer_env import peer_trace_once
 from envs.peer_rls import run_sequence
 from envs.policy import Action, Policy
 from envs.workload import TRACE_FORMATS, Workload
-from envs.workload.swf_peer import PeerTrace, load_swf_peer
+from envs.workload.swf_peer import PeerTrace
 from envs.workload.synthetic import generate, load_workload_config
 
 GANTT_MAX_JOBS = 300
@@ -120,17 +121,12 @@ def resolve(spec: RunSpec) -> tuple[ClusterSpec, Workload, RuntimeConfig]:
     return cluster, generate(config, seed=spec.seed, capacity_gpus=cluster.n_gpus), RuntimeConfig()
 
 
-@lru_cache(maxsize=4)
-def _peer_trace_once(path: str) -> PeerTrace:
-    return load_swf_peer(path)
-
-
 def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
     """A ``rls:`` policy on the peer-compatible engine, logged like a simulator run (GPU = processor)."""
     fmt, _, path = spec.workload.partition(":")
     if fmt != "swf" or not spec.window:
         raise ConfigError(f"policy {spec.policy!r}: rls: policies replay windows of SWF traces (swf:PATH)")
-    trace = _peer_trace_once(str(Path(path).resolve()))
+    trace = peer_trace_once(str(Path(path).resolve()))
     start, length = spec.window
     if start < 0 or length < 1 or start + length > len(trace.jobs):
         raise ConfigError(f"window [{start}, {start + length}) is outside the {len(trace.jobs)} jobs of {path}")
