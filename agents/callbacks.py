@@ -33,7 +33,9 @@ def heuristic_metrics(env: gym.Env, name: str) -> dict[str, float]:
 class EvalScalars(BaseCallback):
     """Every ``eval_freq`` steps, play ``seeds`` episodes with the current model (deterministic, masked) and log
     their mean ``EVAL_KEYS``; beside them, once, the best of ``heuristics`` (lowest mean wait) on the same episodes.
-    With ``best_path``, the model is saved there whenever its first key is the lowest so far (validation)."""
+    With ``best_path``, the model is saved there whenever its first key is the lowest so far (validation); the
+    model as training starts (a warm start, a resumed run) is evaluated too, so fine-tuning that only makes it worse
+    leaves it as the best model."""
 
     def __init__(self, env_id: str, env_overrides: dict, seeds: Sequence[int], heuristics: Sequence[str],
                  eval_freq: int, best_path: Path | None = None) -> None:
@@ -58,18 +60,25 @@ class EvalScalars(BaseCallback):
                 best = (means[self.keys[0]], name, means)
         if best is not None:
             _, self.heuristic_name, self.heuristic = best
+        if self.eval_freq:
+            self._validate()
+            self.logger.dump(self.num_timesteps)  # the starting point's own record
 
     def _on_step(self) -> bool:
         if self.eval_freq and self.n_calls % self.eval_freq == 0:
-            metrics = self.evaluate()
-            for key, value in metrics.items():
-                self.logger.record(f"eval/{key}", value)
-            if self.best_path is not None and metrics[self.keys[0]] < self.best_value:
-                self.best_value = metrics[self.keys[0]]
-                self.model.save(self.best_path)
-            for key, value in self.heuristic.items():
-                self.logger.record(f"eval/heuristic_{key}", value)
+            self._validate()
         return True
+
+    def _validate(self) -> None:
+        """Evaluate the model now, log it beside the best heuristic and keep it if it is the best so far."""
+        metrics = self.evaluate()
+        for key, value in metrics.items():
+            self.logger.record(f"eval/{key}", value)
+        if self.best_path is not None and metrics[self.keys[0]] < self.best_value:
+            self.best_value = metrics[self.keys[0]]
+            self.model.save(self.best_path)
+        for key, value in self.heuristic.items():
+            self.logger.record(f"eval/heuristic_{key}", value)
 
     def evaluate(self) -> dict[str, float]:
         """The model's mean metrics over the evaluation seeds."""

@@ -101,9 +101,11 @@ def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: floa
 
 
 def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epochs: int = 10,
-             batch_size: int = 256, seed: int = 0) -> dict[str, float]:
+             batch_size: int = 256, seed: int = 0, learning_rate: float = 3e-4) -> dict[str, float]:
     """Fit ``model``'s policy to ``teacher`` on the episodes of ``seeds`` (and its value head to the teacher's
-    discounted returns, so that PPO's first advantages are not noise); returns the final loss and the share of
+    discounted returns, so that PPO's first advantages are not noise) with Adam at ``learning_rate`` (not PPO's:
+    fine-tuning rates are far too small to clone a teacher; PPO sets its own rate again at every update); returns
+    the final loss and the share of
     demonstrated decisions where the policy's most likely action starts the teacher's job (rules that find the same
     GPUs look alike to the network, so agreement is counted per job, not per rule)."""
     obs, masks, actions, returns = demonstrations(env, teacher, seeds, model.gamma)
@@ -116,6 +118,8 @@ def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epoch
         return ({k: torch.as_tensor(v[idx], device=device) for k, v in obs.items()}, masks[idx],
                 torch.as_tensor(actions[idx], device=device), torch.as_tensor(returns[idx], device=device))
 
+    for group in policy.optimizer.param_groups:
+        group["lr"] = learning_rate
     policy.set_training_mode(True)
     loss = torch.tensor(0.0)
     for _ in range(epochs):

@@ -93,6 +93,9 @@ def test_training_logs_eval_scalars_beside_the_heuristic_and_checkpoints(tmp_pat
     events.Reload()
     tags = set(events.Tags()["scalars"])
     assert {"eval/mean_wait_s", "eval/heuristic_mean_wait_s", "eval/utilization"} <= tags
+    # the starting model is validated too, so best_model.zip can be the warm start itself
+    assert [e.step for e in events.Scalars("eval/mean_wait_s")] == [0, 128, 256]
+    assert (run_dir / "best_model.zip").exists()
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.zip")) == ["model_128_steps.zip",
                                                                                "model_256_steps.zip"]
 
@@ -113,7 +116,8 @@ def test_imitation_warm_start_fits_the_teacher_on_unseen_episodes():
     smallest_area_first = HeuristicTeacher("saf+greedy/pack")
 
     env = gym.make("gpusched/GPUCluster-Tiny-v0", work_conserving=True, episode_jobs=64)
-    model = MaskablePPO(SlotPolicy, env, n_steps=64, batch_size=32, seed=0, device="cpu",
+    # a fine-tuning rate for PPO: imitation uses its own (a clone at 1e-6 would stay near uniform)
+    model = MaskablePPO(SlotPolicy, env, n_steps=64, batch_size=32, seed=0, device="cpu", learning_rate=1e-6,
                         policy_kwargs={"hidden": 32})
     stats = pretrain(model, env, smallest_area_first, list(range(20)), epochs=30, batch_size=64)
     assert stats["decisions"] > 500 and stats["agreement"] > 0.9
