@@ -2,7 +2,10 @@
 
 A teacher is a function of the unwrapped env at a decision point that returns a legal action. Demonstrations are
 collected on the env's own episodes (reset seeds given, never the evaluation ones), then the policy's masked
-action distribution is fitted by maximum likelihood (cross-entropy on the teacher's actions).
+action distribution is fitted by maximum likelihood (cross-entropy on the teacher's actions). DAgger rounds (Ross
+et al., 2011) then let the fitted policy drive new episodes, label the states it reaches with the teacher's
+actions and refit on everything gathered, so the clone also learns to recover from its own mistakes (small
+deviations otherwise compound over a congested 2,000-job episode).
 """
 
 from __future__ import annotations
@@ -71,10 +74,12 @@ def make_teacher(env: gym.Env, name: str) -> Teacher:
     return PeerTeacher(name) if isinstance(env.unwrapped, PeerSchedEnv) else HeuristicTeacher(name)
 
 
-def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: float
+def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: float,
+                   actor: Callable[[dict[str, np.ndarray], np.ndarray], int] | None = None
                    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """(observations by key, action masks, teacher actions, discounted returns from each decision) over one
-    episode per reset seed."""
+    episode per reset seed. The episodes follow the teacher, or ``actor(obs, mask) -> action`` when given (the
+    teacher still labels every state; the returns are then the actor's)."""
     observations: dict[str, list[np.ndarray]] = {}
     masks, actions, returns = [], [], []
     for seed in seeds:
@@ -85,11 +90,12 @@ def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: floa
         rewards = []
         while not (terminated or truncated):
             action = teacher(env.unwrapped)
+            mask = env.unwrapped.action_masks()
             for key, value in obs.items():
                 observations.setdefault(key, []).append(value)
-            masks.append(env.unwrapped.action_masks())
+            masks.append(mask)
             actions.append(action)
-            obs, reward, terminated, truncated, _ = env.step(action)
+            obs, reward, terminated, truncated, _ = env.step(action if actor is None else actor(obs, mask))
             rewards.append(reward)
         ahead, backwards = 0.0, []
         for reward in reversed(rewards):
@@ -101,43 +107,66 @@ def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: floa
 
 
 def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epochs: int = 10,
-             batch_size: int = 256, seed: int = 0, learning_rate: float = 3e-4) -> dict[str, float]:
-    """Fit ``model``'s policy to ``teacher`` on the episodes of ``seeds`` (and its value head to the teacher's
-    discounted returns, so that PPO's first advantages are not noise) with Adam at ``learning_rate`` (not PPO's:
-    fine-tuning rates are far too small to clone a teacher; PPO sets its own rate again at every update); returns
-    the final loss and the share of
-    demonstrated decisions where the policy's most likely action starts the teacher's job (rules that find the same
-    GPUs look alike to the network, so agreement is counted per job, not per rule)."""
-    obs, masks, actions, returns = demonstrations(env, teacher, seeds, model.gamma)
+             batch_size: int = 256, seed: int = 0, learning_rate: float = 3e-4,
+             dagger_seeds: list[list[int]] | None = None) -> dict[str, float]:
+    """Fit ``model``'s policy to ``teacher`` on the episodes of ``seeds`` (and its value head to the discounted
+    returns, so that PPO's first advantages are not noise) with Adam at ``learning_rate`` (not PPO's: fine-tuning
+    rates are far too small to clone a teacher; PPO sets its own rate again at every update). Each list of
+    ``dagger_seeds`` is one DAgger round: episodes driven by the policy (deterministic, masked), labelled by the
+    teacher, added to the data, which is refitted for ``epochs`` passes. Returns the final loss and the share of
+    the last round's decisions where the policy's most likely action starts the teacher's job (rules that find the
+    same GPUs look alike to the network, so agreement is counted per job, not per rule)."""
     policy, device = model.policy, model.device
     rules = policy.mlp_extractor.rules  # placement rules per slot (P)
     rng = np.random.default_rng(seed)
-    n = len(actions)
+    data = demonstrations(env, teacher, seeds, model.gamma)
+    newest = len(data[2])  # decisions of the latest collection (agreement is measured on them)
 
-    def batch(idx: np.ndarray) -> tuple[dict[str, torch.Tensor], np.ndarray, torch.Tensor, torch.Tensor]:
-        return ({k: torch.as_tensor(v[idx], device=device) for k, v in obs.items()}, masks[idx],
-                torch.as_tensor(actions[idx], device=device), torch.as_tensor(returns[idx], device=device))
+    def actor(obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
+        action, _ = model.predict(obs, action_masks=mask, deterministic=True)
+        return int(action)
 
     for group in policy.optimizer.param_groups:
         group["lr"] = learning_rate
+    loss = 0.0
+    for round_seeds in [None, *(dagger_seeds or [])]:
+        if round_seeds is not None:
+            more = demonstrations(env, teacher, round_seeds, model.gamma, actor)
+            newest = len(more[2])
+            data = ({k: np.concatenate([data[0][k], more[0][k]]) for k in data[0]},
+                    *(np.concatenate([a, b]) for a, b in zip(data[1:], more[1:], strict=True)))
+        loss = _fit(model, data, epochs, batch_size, rng)
+    obs, masks, actions, _ = data
+    agree = 0
+    with torch.no_grad():
+        for start in range(len(actions) - newest, len(actions), batch_size):
+            idx = np.arange(start, min(start + batch_size, len(actions)))
+            o = {k: torch.as_tensor(v[idx], device=device) for k, v in obs.items()}
+            chosen = policy.get_distribution(o, masks[idx]).distribution.probs.argmax(1).cpu().numpy()
+            agree += int((chosen // rules == actions[idx] // rules).sum())
+    return {"loss": loss, "agreement": agree / newest, "decisions": len(actions)}
+
+
+def _fit(model: Any, data: tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray], epochs: int,
+         batch_size: int, rng: np.random.Generator) -> float:
+    """``epochs`` passes of minibatch maximum likelihood of the teacher's actions plus value regression on the
+    returns; the last minibatch's loss."""
+    obs, masks, actions, returns = data
+    policy, device = model.policy, model.device
     policy.set_training_mode(True)
     loss = torch.tensor(0.0)
     for _ in range(epochs):
-        order = rng.permutation(n)
-        for start in range(0, n, batch_size):
-            o, m, a, g = batch(order[start : start + batch_size])
-            values, log_prob, _ = policy.evaluate_actions(o, a, action_masks=m)
+        order = rng.permutation(len(actions))
+        for start in range(0, len(actions), batch_size):
+            idx = order[start : start + batch_size]
+            o = {k: torch.as_tensor(v[idx], device=device) for k, v in obs.items()}
+            a = torch.as_tensor(actions[idx], device=device)
+            values, log_prob, _ = policy.evaluate_actions(o, a, action_masks=masks[idx])
+            g = torch.as_tensor(returns[idx], device=device)
             loss = -log_prob.mean() + model.vf_coef * torch.nn.functional.mse_loss(values.flatten(), g)
             policy.optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
             policy.optimizer.step()
     policy.set_training_mode(False)
-    agree = 0
-    with torch.no_grad():
-        for start in range(0, n, batch_size):
-            idx = np.arange(start, min(start + batch_size, n))
-            o, m, a, _ = batch(idx)
-            chosen = policy.get_distribution(o, m).distribution.probs.argmax(1)
-            agree += int((chosen // rules == a // rules).sum())
-    return {"loss": float(loss.detach()), "agreement": agree / n, "decisions": n}
+    return float(loss.detach())

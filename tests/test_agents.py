@@ -134,6 +134,35 @@ def test_imitation_warm_start_fits_the_teacher_on_unseen_episodes():
     assert same / total > 0.8
 
 
+def test_dagger_episodes_follow_the_actor_and_carry_the_teachers_labels():
+    from agents.imitation import HeuristicTeacher, demonstrations, pretrain
+
+    teacher = HeuristicTeacher("saf+greedy/pack")
+    env = gym.make("gpusched/GPUCluster-Tiny-v0", work_conserving=True, episode_jobs=64)
+
+    def last_legal(obs, mask):  # an actor that rarely agrees with smallest-area-first
+        return int(np.flatnonzero(mask)[-1])
+
+    obs, masks, actions, returns = demonstrations(env, teacher, [7], 1.0, actor=last_legal)
+    state, _ = env.reset(seed=7)  # replay the actor alone: the same states, in the same order
+    teacher.reset()
+    rewards = []
+    for i in range(len(actions)):
+        assert all(np.array_equal(state[k], obs[k][i]) for k in state)
+        assert actions[i] == teacher(env.unwrapped) and masks[i][actions[i]]  # labelled by the teacher
+        state, reward, terminated, _, _ = env.step(last_legal(state, env.unwrapped.action_masks()))
+        rewards.append(reward)
+    assert terminated and returns[0] == pytest.approx(sum(rewards))  # the actor's return, undiscounted here
+    assert (actions != [last_legal(None, m) for m in masks]).any()
+
+    model = MaskablePPO(SlotPolicy, env, n_steps=64, batch_size=32, seed=0, device="cpu",
+                        policy_kwargs={"hidden": 32})
+    stats = pretrain(model, env, teacher, list(range(10)), epochs=20, batch_size=64,
+                     dagger_seeds=[list(range(10, 15))])
+    bc_only = sum(len(demonstrations(env, teacher, [s], 1.0)[2]) for s in range(10))
+    assert stats["decisions"] > bc_only and stats["agreement"] > 0.8  # on the states the clone itself reached
+
+
 def test_set_overrides_env_settings_and_dotted_config_paths():
     sys.path.insert(0, str(ROOT))
     from train import _apply_sets
