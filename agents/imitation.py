@@ -141,8 +141,8 @@ def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epoch
     with torch.no_grad():
         for start in range(len(actions) - newest, len(actions), batch_size):
             idx = np.arange(start, min(start + batch_size, len(actions)))
-            o = {k: torch.as_tensor(v[idx], device=device) for k, v in obs.items()}
-            chosen = policy.get_distribution(o, masks[idx]).distribution.probs.argmax(1).cpu().numpy()
+            chosen = policy.get_distribution(_rows(obs, idx, device), masks[idx]).distribution.probs.argmax(1)
+            chosen = chosen.cpu().numpy()
             agree += int((chosen // rules == actions[idx] // rules).sum())
     return {"loss": loss, "agreement": agree / newest, "decisions": len(actions)}
 
@@ -159,9 +159,8 @@ def _fit(model: Any, data: tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, 
         order = rng.permutation(len(actions))
         for start in range(0, len(actions), batch_size):
             idx = order[start : start + batch_size]
-            o = {k: torch.as_tensor(v[idx], device=device) for k, v in obs.items()}
             a = torch.as_tensor(actions[idx], device=device)
-            values, log_prob, _ = policy.evaluate_actions(o, a, action_masks=masks[idx])
+            values, log_prob, _ = policy.evaluate_actions(_rows(obs, idx, device), a, action_masks=masks[idx])
             g = torch.as_tensor(returns[idx], device=device)
             loss = -log_prob.mean() + model.vf_coef * torch.nn.functional.mse_loss(values.flatten(), g)
             policy.optimizer.zero_grad()
@@ -170,3 +169,8 @@ def _fit(model: Any, data: tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, 
             policy.optimizer.step()
     policy.set_training_mode(False)
     return float(loss.detach())
+
+
+def _rows(obs: dict[str, np.ndarray], idx: np.ndarray, device: Any) -> dict[str, torch.Tensor]:
+    """The observations at ``idx``, as tensors on ``device``."""
+    return {k: torch.as_tensor(v[idx], device=device) for k, v in obs.items()}
