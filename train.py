@@ -193,6 +193,7 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
     """Periodic evaluation scalars (beside the best heuristic) and checkpoints, as the config's ``train`` asks."""
     from stable_baselines3.common.callbacks import CheckpointCallback
 
+    from agents.adapter import CHECKPOINT_DIR
     from agents.callbacks import EvalScalars
 
     train = config.get("train") or {}
@@ -204,7 +205,7 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
                                      max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL))
     if train.get("checkpoint_every_steps"):
         callbacks.append(CheckpointCallback(max(1, int(train["checkpoint_every_steps"]) // n_envs),
-                                            str(run_dir / "checkpoints"), name_prefix="model"))
+                                            str(run_dir / CHECKPOINT_DIR), name_prefix="model"))
     return callbacks
 
 

@@ -21,6 +21,8 @@ from envs.registration import PEER_ENV_ID
 from envs.runtime import RuntimeConfig
 
 CONFIG_FILE = "config.yaml"
+CHECKPOINT_DIR = "checkpoints"
+"""Folder of a run's periodic checkpoints (``RUN/checkpoints/model_N_steps.zip``)."""
 """The run folder's resolved configuration; its ``env`` section is the EnvConfig the model was trained with."""
 
 
@@ -70,9 +72,12 @@ class ModelPolicy:
 
 
 def run_config(model_path: str | Path) -> dict[str, Any]:
-    """The resolved config (``config.yaml``) of the train.py run folder holding ``model_path``."""
+    """The resolved config (``config.yaml``) of the train.py run folder holding ``model_path`` (a model of the run
+    folder or one of its checkpoints)."""
     path = Path(model_path)
     config_path = path.with_name(CONFIG_FILE)
+    if path.parent.name == CHECKPOINT_DIR and not config_path.exists():
+        config_path = path.parent.with_name(CONFIG_FILE)
     if not path.exists():
         raise ConfigError(f"model {path}: no such file")
     if not config_path.exists():

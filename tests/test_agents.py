@@ -98,6 +98,14 @@ def test_training_logs_eval_scalars_beside_the_heuristic_and_checkpoints(tmp_pat
     assert (run_dir / "best_model.zip").exists()
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.zip")) == ["model_128_steps.zip",
                                                                                "model_256_steps.zip"]
+    # a checkpoint runs as a policy with its run's config (SB3 saves it while collecting, before that rollout's
+    # update, so it is not the final model)
+    from agents.adapter import run_config
+
+    checkpoint = run_dir / "checkpoints" / "model_256_steps.zip"
+    assert run_config(checkpoint) == run_config(run_dir / "model.zip")
+    row, _, _ = run(RunSpec(str(checkpoint), "small", "tiny", seed=3))
+    assert row["n_completed"] == row["n_jobs"] > 0
 
 
 def test_learning_rate_decays_linearly_to_learning_rate_end():
