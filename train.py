@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             _pretrain(config["pretrain"], model, gym.make(env_id, **env_overrides), args.seed)
     t0 = time.perf_counter()
     model.learn(total_timesteps=total, reset_num_timesteps=not args.resume, tb_log_name="ppo",
-                callback=_callbacks(config, env_id, env_overrides, run_dir, n_envs))
+                callback=_callbacks(config, env_id, env_overrides, run_dir, n_envs, args.resume))
     wall = time.perf_counter() - t0
     model.save(str(model_path))
     vec.close()
@@ -189,7 +189,7 @@ def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int) -> None:
 
 
 def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any], run_dir: Path,
-               n_envs: int) -> list[Any]:
+               n_envs: int, resume: bool) -> list[Any]:
     """Periodic evaluation scalars (beside the best heuristic) and checkpoints, as the config's ``train`` asks."""
     from stable_baselines3.common.callbacks import CheckpointCallback
 
@@ -202,7 +202,8 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
         eval_env = {**env_overrides, **(train.get("eval_env") or {})}  # validation episodes may differ in size
         callbacks.append(EvalScalars(env_id, eval_env, train.get("eval_seeds", [2000, 2001]),
                                      (config.get("eval") or {}).get("heuristics", ["fifo"]),
-                                     max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL))
+                                     max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL,
+                                     resume))
     if train.get("checkpoint_every_steps"):
         callbacks.append(CheckpointCallback(max(1, int(train["checkpoint_every_steps"]) // n_envs),
                                             str(run_dir / CHECKPOINT_DIR), name_prefix="model"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,14 +36,18 @@ class EvalScalars(BaseCallback):
     their mean ``EVAL_KEYS``; beside them, once, the best of ``heuristics`` (lowest mean wait) on the same episodes.
     With ``best_path``, the model is saved there whenever its first key is the lowest so far (validation); the
     model as training starts (a warm start, a resumed run) is evaluated too, so fine-tuning that only makes it worse
-    leaves it as the best model."""
+    leaves it as the best model. The best score is kept beside it (``best_model.json``: metric, value, step), and a
+    resumed run (``resume=True``) starts from it, so it replaces the best model only with a better one."""
 
     def __init__(self, env_id: str, env_overrides: dict, seeds: Sequence[int], heuristics: Sequence[str],
-                 eval_freq: int, best_path: Path | None = None) -> None:
+                 eval_freq: int, best_path: Path | None = None, resume: bool = False) -> None:
         super().__init__()
         self.env = gym.make(env_id, **env_overrides)
         self.seeds, self.heuristics, self.eval_freq = list(seeds), list(heuristics), eval_freq
         self.best_path, self.best_value = best_path, np.inf
+        self.record = best_path.with_suffix(".json") if best_path is not None else None
+        if resume and self.record is not None and self.record.exists():
+            self.best_value = float(json.loads(self.record.read_text())["value"])
         self.heuristic: dict[str, float] = {}
         self.heuristic_name = ""
         self.keys = PEER_EVAL_KEYS if isinstance(self.env.unwrapped, PeerSchedEnv) else EVAL_KEYS
@@ -77,6 +82,8 @@ class EvalScalars(BaseCallback):
         if self.best_path is not None and metrics[self.keys[0]] < self.best_value:
             self.best_value = metrics[self.keys[0]]
             self.model.save(self.best_path)
+            self.record.write_text(json.dumps({"metric": self.keys[0], "value": self.best_value,
+                                               "step": self.num_timesteps}))
         for key, value in self.heuristic.items():
             self.logger.record(f"eval/heuristic_{key}", value)
 

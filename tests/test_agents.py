@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,16 @@ def test_training_logs_eval_scalars_beside_the_heuristic_and_checkpoints(tmp_pat
     assert (run_dir / "best_model.zip").exists()
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.zip")) == ["model_128_steps.zip",
                                                                                "model_256_steps.zip"]
+    # the best score is stored; a resumed run replaces best_model.zip only with a better model: here none can be
+    record = json.loads((run_dir / "best_model.json").read_text())
+    assert record["metric"] == "mean_wait_s" and record["step"] in (0, 128, 256)
+    assert record["value"] == pytest.approx(min(e.value for e in events.Scalars("eval/mean_wait_s")))
+    (run_dir / "best_model.json").write_text(json.dumps({**record, "value": -1.0}))  # waits are never negative
+    best = (run_dir / "best_model.zip").read_bytes()
+    subprocess.run([sys.executable, str(ROOT / "train.py"), "--run-dir", str(run_dir), "--resume", "--device", "cpu",
+                    "--no-eval", "--total-timesteps", "128"], cwd=ROOT, check=True, capture_output=True)
+    assert (run_dir / "best_model.zip").read_bytes() == best
+    assert json.loads((run_dir / "best_model.json").read_text())["value"] == -1.0
     # a checkpoint runs as a policy with its run's config (SB3 saves it while collecting, before that rollout's
     # update, so it is not the final model)
     from agents.adapter import run_config
