@@ -21,9 +21,9 @@ from envs.registration import PEER_ENV_ID
 from envs.runtime import RuntimeConfig
 
 CONFIG_FILE = "config.yaml"
+"""The run folder's resolved configuration; its ``env`` section is the EnvConfig the model was trained with."""
 CHECKPOINT_DIR = "checkpoints"
 """Folder of a run's periodic checkpoints (``RUN/checkpoints/model_N_steps.zip``)."""
-"""The run folder's resolved configuration; its ``env`` section is the EnvConfig the model was trained with."""
 
 
 class ModelPolicy:

@@ -35,7 +35,8 @@ VALIDATION_SEED = 7
 def models(run_dir: Path) -> list[tuple[Path, int | None]]:
     """The run's checkpoints in step order, then best_model.zip and model.zip; each with its step (None: not
     in the file name)."""
-    steps = {p: int(re.search(r"_(\d+)_steps", p.name).group(1)) for p in (run_dir / CHECKPOINT_DIR).glob("*.zip")}
+    steps = {p: int(re.fullmatch(r"model_(\d+)_steps\.zip", p.name).group(1))
+             for p in (run_dir / CHECKPOINT_DIR).glob("model_*_steps.zip")}
     ordered: list[tuple[Path, int | None]] = sorted(steps.items(), key=lambda item: item[1])
     return ordered + [(run_dir / name, None) for name in ("best_model.zip", "model.zip") if (run_dir / name).exists()]
 
@@ -84,6 +85,7 @@ def spearman(a: list[float], b: list[float]) -> float:
     """Spearman's rank correlation of two equally long samples (ties ranked by position)."""
     ranks = [np.argsort(np.argsort(x)) for x in (a, b)]
     return float(np.corrcoef(*ranks)[0, 1])
+
 
 if __name__ == "__main__":
     main()
