@@ -16,6 +16,7 @@ from sb3_contrib import MaskablePPO
 import envs  # noqa: F401  (registers the ids)
 from agents.imitation import PeerTeacher
 from agents.peer_policy import PeerModelPolicy, evaluate_model_peer
+from agents.reward_baseline import HeuristicBaseline
 from envs.errors import ConfigError
 from envs.peer_env import PeerEnvConfig, PeerSchedEnv, training_starts
 from envs.peer_rls import evaluate_peer, peer_start_indices
@@ -75,6 +76,56 @@ def test_hand_computed_episode(hand_trace, action, backfill, avg_bsld):
     assert info["episode_metrics"]["avg_bsld"] == pytest.approx(avg_bsld)
     assert skipped + reward == pytest.approx(-avg_bsld / 2.0)  # the return is minus the metric / reward_scale
 
+
+
+@pytest.mark.parametrize(("action", "relative"), [
+    (0, 0.0),  # the agent picks job 3 as SJF does: as good as the baseline
+    (1, -(9.85 - 3.6)),  # job 4 first: 9.85 against SJF's 3.6 (the hand-computed episodes above)
+])
+def test_sjf_reward_baseline_makes_the_return_relative_to_sjf(hand_trace, action, relative):
+    env = HeuristicBaseline(PeerSchedEnv(trace=hand_trace, slots=4, reward_scale=2.0), "sjf")
+    _, info = env.reset(options={"start": 0, "length": 4})
+    assert info["baseline_avg_bsld"] == pytest.approx(3.6)
+    skipped = info["skipped_reward"]
+    _, reward, terminated, _, info = env.step(action)
+    assert terminated
+    assert info["episode_metrics"]["avg_bsld"] == pytest.approx(3.6 - relative)  # the agent's own score
+    assert skipped + reward == pytest.approx(relative / 2.0)
+
+
+@pytest.mark.parametrize("backfill", [False, True])
+def test_reward_baseline_shifts_every_return_by_the_heuristics_score(long_trace, backfill):
+    env = HeuristicBaseline(PeerSchedEnv(trace=str(long_trace), sequence_jobs=16, slots=8, backfill=backfill),
+                            "f1")
+    rng = np.random.default_rng(7)
+    teacher = PeerTeacher("f1")
+    for episode in range(6):
+        _, info = env.reset(seed=episode)
+        unwrapped = env.unwrapped
+        baseline, total, done = info["baseline_avg_bsld"], info["skipped_reward"], False
+        while not done:
+            action = teacher(unwrapped) if episode % 2 else int(rng.choice(np.flatnonzero(unwrapped.action_masks())))
+            _, reward, done, _, info = env.step(action)
+            total += reward
+        score = info["episode_metrics"]["avg_bsld"]
+        assert total == pytest.approx(-(score - baseline) / unwrapped.config.reward_scale)
+        if episode % 2:  # F1 itself (every queued job visible) earns exactly zero
+            assert score == pytest.approx(baseline) and total == pytest.approx(0.0, abs=1e-12)
+
+
+def test_reward_baseline_rejects_bad_names_in_the_main_process(long_trace):
+    from train import make_vec
+
+    overrides = {"trace": str(long_trace), "sequence_jobs": 8, "slots": 8}
+    with pytest.raises(ConfigError, match="without a suffix"):
+        make_vec("gpusched/RLSched-v0", overrides, 2, 0, "sjf+rlsbackfill")
+    with pytest.raises(ConfigError, match="unknown"):
+        make_vec("gpusched/RLSched-v0", overrides, 2, 0, "shortest")
+    with pytest.raises(ConfigError, match="only for the peer-mode env"):
+        HeuristicBaseline(gym.make("gpusched/GPUCluster-Tiny-v0"), "sjf")
+    vec = make_vec("gpusched/RLSched-v0", overrides, 1, 0, "sjf")
+    assert isinstance(vec.venv.envs[0], HeuristicBaseline)
+    vec.close()
 
 def test_masked_action_is_refused_and_changes_nothing(hand_trace):
     env = PeerSchedEnv(trace=hand_trace, slots=4)
