@@ -1,16 +1,18 @@
-"""A heuristic's score on the same sequence as a reward baseline for peer-mode training (a control variate).
+"""A heuristic's schedule of the same sequence as a reward baseline for peer-mode training (a control variate).
 
-The return of a :class:`envs.peer_env.PeerSchedEnv` episode is minus the sequence's average bounded slowdown
-(divided by ``reward_scale``), and that varies tenfold between sequences, whatever the agent does: early decisions
-see little of the jobs still to come, so their advantage estimates are mostly the sequence's luck.
-:class:`HeuristicBaseline` adds, on an episode's last step, the average bounded slowdown a heuristic order (e.g.
-SJF) reaches on the very same sequence under the same backfill mode, so the return becomes
+A :class:`envs.peer_env.PeerSchedEnv` episode earns minus each started job's bounded slowdown / n, so its return is
+minus the sequence's average bounded slowdown, and that varies tenfold between sequences whatever the agent does:
+a decision sees little of the jobs still to come, so its advantage estimate is mostly the sequence's luck.
+:class:`HeuristicBaseline` first schedules the sequence with a heuristic order (e.g. SJF, under the env's backfill
+mode); then, whenever a job starts, it adds back that job's bounded slowdown / n *in the heuristic's schedule*. A
+job's reward becomes ``-(agent's bsld - heuristic's bsld) / n / reward_scale``, and an episode's return
 ``-(agent - heuristic) / reward_scale``: positive when the agent beats the heuristic.
 
-The added term depends only on the sequence, which the agent's actions cannot change, so the policy gradient keeps
-its expectation (a baseline in the REINFORCE sense; like the greedy-rollout baseline of Kool et al., 2019) while
-its variance falls with the correlation between the agent's score and the heuristic's. Per-step rewards are
-unchanged; ``info["episode_metrics"]`` still reports the agent's own score, so evaluation is unaffected.
+The term added from any decision on is the heuristic's slowdowns of the jobs not started yet, which the decision
+cannot change (they all start some time), so the policy gradient keeps its expectation (a baseline in the
+REINFORCE sense, like the greedy-rollout baseline of Kool et al., 2019), while the variance falls with the
+correlation between a job's slowdown under the agent and under the heuristic, which both follow the load around
+the job's arrival. ``info["episode_metrics"]`` still reports the agent's own score, so evaluation is unaffected.
 """
 
 from __future__ import annotations
@@ -18,19 +20,20 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from baselines.rls import rls_policy
 from envs.errors import ConfigError
 from envs.peer_env import PeerSchedEnv
-from envs.peer_rls import run_sequence
+from envs.peer_rls import bounded_slowdown, run_sequence
 
 
 class HeuristicBaseline(gym.Wrapper):
-    """Adds ``order``'s average bounded slowdown on the episode's sequence / ``reward_scale`` to its last reward.
+    """Adds each started job's bounded slowdown in ``order``'s schedule / n / ``reward_scale`` to its reward.
 
     ``order`` is a peer order name (``sjf``, ``f1``, ... see :mod:`baselines.rls`) without a backfill suffix: the
-    heuristic runs with the env's own backfill setting. The heuristic's score of the current episode is
-    ``info["baseline_avg_bsld"]`` at reset.
+    heuristic runs with the env's own backfill setting. At reset, ``info["skipped_reward"]`` (the jobs started
+    before the first decision) is shifted the same way and ``info["baseline_avg_bsld"]`` is the heuristic's score.
     """
 
     def __init__(self, env: gym.Env, order: str) -> None:
@@ -42,16 +45,20 @@ class HeuristicBaseline(gym.Wrapper):
             raise ConfigError(f"reward_baseline {order!r}: give an order without a suffix (e.g. 'sjf'); the env's "
                               "backfill setting applies")
         self.choose = rls_policy(order)[0]
-        self.baseline = 0.0
+        self.peer: PeerSchedEnv = env.unwrapped
+        self.credit = np.zeros(0)  # per job of the sequence: its heuristic bsld / n / reward_scale
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
-        peer: PeerSchedEnv = self.env.unwrapped
-        self.baseline = run_sequence(peer.jobs, peer.trace.machine, self.choose, peer.config.backfill).avg_bsld
-        return obs, {**info, "baseline_avg_bsld": self.baseline}
+        jobs = self.peer.jobs
+        schedule = run_sequence(jobs, self.peer.trace.machine, self.choose, self.peer.config.backfill)
+        self.credit = np.array([bounded_slowdown(start, job.submit, job.run)
+                                for start, job in zip(schedule.start_times, jobs, strict=True)])
+        self.credit /= len(jobs) * self.peer.config.reward_scale
+        skipped = info["skipped_reward"] + self.credit[list(self.peer.started)].sum()
+        return obs, {**info, "skipped_reward": skipped, "baseline_avg_bsld": schedule.avg_bsld}
 
     def step(self, action: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        before = len(self.peer.started)
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if terminated:
-            reward += self.baseline / self.env.unwrapped.config.reward_scale
-        return obs, reward, terminated, truncated, info
+        return obs, reward + self.credit[list(self.peer.started[before:])].sum(), terminated, truncated, info

@@ -208,6 +208,13 @@ class PeerSchedEnv(gym.Env):
         return self._decision.now if self._decision is not None else max(self.result.start_times, default=0)
 
     @property
+    def started(self) -> tuple[int, ...]:
+        """Positions in the sequence of the jobs started so far, in start order."""
+        if self._decision is None:
+            return self.result.start_order if self.result is not None else ()
+        return self._decision.order
+
+    @property
     def visible_jobs(self) -> list[PeerJob]:
         """The queued jobs in the K slots, in slot (queue) order; empty once the episode has ended."""
         if self._decision is None:
