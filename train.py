@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 "env": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(env_config).items()}}
     (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved, sort_keys=False))
 
-    vec = make_vec(env_id, env_overrides, n_envs, args.seed, (config.get("train") or {}).get("reward_baseline"))
+    vec = make_vec(env_id, env_overrides, n_envs, args.seed)
     model_path = run_dir / "model.zip"
     if args.resume:
         model = MaskablePPO.load(str(model_path), env=vec, device=device)
@@ -143,24 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int,
-             reward_baseline: str | None = None) -> Any:
-    """``n_envs`` monitored copies of the env (subprocesses when more than one), seeded with ``seed``; with
-    ``reward_baseline`` (a peer order, peer mode only) each return is relative to that heuristic's on the same
-    sequence (:class:`agents.reward_baseline.HeuristicBaseline`)."""
+def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int) -> Any:
+    """``n_envs`` monitored copies of the env (subprocesses when more than one), seeded with ``seed``."""
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
     def make_env() -> Any:
-        env = gym.make(f"envs:{env_id}", **env_overrides)
-        if reward_baseline:
-            from agents.reward_baseline import HeuristicBaseline
-
-            env = HeuristicBaseline(env, reward_baseline)
-        return env
-
-    if reward_baseline:
-        make_env().close()  # a bad name raises its ConfigError here, not inside a worker process
+        return gym.make(f"envs:{env_id}", **env_overrides)
 
     vec = VecMonitor((SubprocVecEnv if n_envs > 1 else DummyVecEnv)([make_env for _ in range(n_envs)]))
     vec.seed(seed)

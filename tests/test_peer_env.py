@@ -16,7 +16,6 @@ from sb3_contrib import MaskablePPO
 import envs  # noqa: F401  (registers the ids)
 from agents.imitation import PeerTeacher
 from agents.peer_policy import PeerModelPolicy, evaluate_model_peer
-from agents.reward_baseline import HeuristicBaseline
 from envs.errors import ConfigError
 from envs.peer_env import PeerEnvConfig, PeerSchedEnv, training_starts
 from envs.peer_rls import evaluate_peer, peer_start_indices
@@ -78,56 +77,19 @@ def test_hand_computed_episode(hand_trace, action, backfill, avg_bsld):
 
 
 
-@pytest.mark.parametrize(("action", "relative"), [
-    (0, 0.0),  # the agent picks job 3 as SJF does: as good as the baseline
-    (1, -(9.85 - 3.6)),  # job 4 first: 9.85 against SJF's 3.6 (the hand-computed episodes above)
-])
-def test_sjf_reward_baseline_makes_the_return_relative_to_sjf(hand_trace, action, relative):
-    env = HeuristicBaseline(PeerSchedEnv(trace=hand_trace, slots=4, reward_scale=2.0), "sjf")
-    _, info = env.reset(options={"start": 0, "length": 4})
-    assert info["baseline_avg_bsld"] == pytest.approx(3.6)
-    assert info["skipped_reward"] == pytest.approx(0.0)  # jobs 1 and 2 start as in SJF's schedule
-    _, reward, terminated, _, info = env.step(action)
-    assert terminated
-    assert info["episode_metrics"]["avg_bsld"] == pytest.approx(3.6 - relative)  # the agent's own score
-    assert reward == pytest.approx(relative / 2.0)
-
-
-@pytest.mark.parametrize("backfill", [False, True])
-def test_reward_baseline_shifts_every_return_by_the_heuristics_score(long_trace, backfill):
-    env = HeuristicBaseline(PeerSchedEnv(trace=str(long_trace), sequence_jobs=16, slots=8, backfill=backfill),
-                            "f1")
-    rng = np.random.default_rng(7)
-    teacher = PeerTeacher("f1")
-    for episode in range(6):
-        _, info = env.reset(seed=episode)
-        unwrapped = env.unwrapped
-        baseline, total, done = info["baseline_avg_bsld"], info["skipped_reward"], False
-        while not done:
-            action = teacher(unwrapped) if episode % 2 else int(rng.choice(np.flatnonzero(unwrapped.action_masks())))
-            _, reward, done, _, info = env.step(action)
-            total += reward
-            if episode % 2:  # F1 itself (every queued job visible) starts each job as F1 does: zero at each step
-                assert reward == pytest.approx(0.0, abs=1e-12)
-        score = info["episode_metrics"]["avg_bsld"]
-        assert total == pytest.approx(-(score - baseline) / unwrapped.config.reward_scale)
-        if episode % 2:
-            assert score == pytest.approx(baseline)
-
-
-def test_reward_baseline_rejects_bad_names_in_the_main_process(long_trace):
-    from train import make_vec
-
-    overrides = {"trace": str(long_trace), "sequence_jobs": 8, "slots": 8}
+def test_critic_hint_is_the_heuristics_slowdowns_of_the_jobs_not_started(hand_trace):
+    env = PeerSchedEnv(trace=hand_trace, slots=4, reward_scale=2.0, critic_hint="sjf")
+    obs, _ = env.reset(options={"start": 0, "length": 4})
+    # jobs 1 and 2 started at reset; in SJF's schedule job 3 has bsld 9 and job 4 1.6 (the episode above)
+    assert obs["critic"][0] == pytest.approx((9 + 1.6) / 4 / 2.0)
+    assert env.observation_space.contains(obs)
+    obs, *_ = env.step(1)  # whatever the agent did, nothing is left to start
+    assert obs["critic"][0] == 0.0
+    assert "critic" not in PeerSchedEnv(trace=hand_trace).observation_space.spaces
     with pytest.raises(ConfigError, match="without a suffix"):
-        make_vec("gpusched/RLSched-v0", overrides, 2, 0, "sjf+rlsbackfill")
+        PeerSchedEnv(trace=hand_trace, critic_hint="sjf+rlsbackfill")
     with pytest.raises(ConfigError, match="unknown"):
-        make_vec("gpusched/RLSched-v0", overrides, 2, 0, "shortest")
-    with pytest.raises(ConfigError, match="only for the peer-mode env"):
-        HeuristicBaseline(gym.make("gpusched/GPUCluster-Tiny-v0"), "sjf")
-    vec = make_vec("gpusched/RLSched-v0", overrides, 1, 0, "sjf")
-    assert isinstance(vec.venv.envs[0], HeuristicBaseline)
-    vec.close()
+        PeerSchedEnv(trace=hand_trace, critic_hint="shortest")
 
 def test_masked_action_is_refused_and_changes_nothing(hand_trace):
     env = PeerSchedEnv(trace=hand_trace, slots=4)
@@ -162,11 +124,12 @@ def test_outside_test_sampling_never_touches_an_evaluation_window(length, test_l
     assert np.isin(starts, everywhere).all() and 0 < starts.size < everywhere.size
 
 
-def test_gymnasium_and_sb3_env_checkers(long_trace):
+@pytest.mark.parametrize("hint", ["", "f1"])
+def test_gymnasium_and_sb3_env_checkers(long_trace, hint):
     from gymnasium.utils.env_checker import check_env
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    env = gym.make("gpusched/RLSched-v0", trace=str(long_trace), sequence_jobs=8, slots=4)
+    env = gym.make("gpusched/RLSched-v0", trace=str(long_trace), sequence_jobs=8, slots=4, critic_hint=hint)
     check_env(env.unwrapped)
     sb3_check_env(env.unwrapped)
 
@@ -190,7 +153,7 @@ def test_env_actions_reproduce_the_peer_reference_on_lublin(backfill):
 def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trace):
     config = tmp_path / "exp.yaml"
     config.write_text(
-        f"env_id: gpusched/RLSched-v0\nenv: {{trace: {long_trace}, sequence_jobs: 8, slots: 8}}\n"
+        f"env_id: gpusched/RLSched-v0\nenv: {{trace: {long_trace}, sequence_jobs: 8, slots: 8, critic_hint: sjf}}\n"
         "total_timesteps: 128\nn_envs: 1\nppo: {n_steps: 64, batch_size: 32, hidden: 8}\n"
         "train: {eval_every_steps: 64, eval_seeds: [1]}\neval: {heuristics: [sjf]}\n")
     run_dir = tmp_path / "run"
