@@ -3,9 +3,8 @@
 Every (slot, placement) action is scored by the same small network from that slot's job features, that pair's
 placement features and a pooled context (cluster groups, global features, the mean of the visible jobs'
 embeddings); Wait is scored from the context alone. Permuting the visible jobs therefore permutes the logits the
-same way. The value head reads the pooled context and, when the observation has it, the privileged ``critic`` key
-(e.g. the peer env's ``critic_hint``), which the action scores never read. The network only needs the observation's
-shapes, so it works with any producer of these observations (the Python env today, a batched GPU simulator later).
+same way. The value head reads the pooled context. The network only needs the observation's shapes, so it works
+with any producer of these observations (the Python env today, a batched GPU simulator later).
 """
 
 from __future__ import annotations
@@ -55,8 +54,7 @@ class SlotScorer(nn.Module):
         # must be able to prefer one (with a single rule this would be a constant, so it is left out)
         self.score_rule = nn.Parameter(torch.zeros(self.rules, hidden)) if self.rules > 1 else None
         self.wait_scorer = _mlp([2 * hidden, hidden, 1])
-        self.critic_size = shapes["critic"][0] if "critic" in shapes else 0
-        self.value_encoder = _mlp([2 * hidden + self.critic_size, hidden])
+        self.value_encoder = _mlp([2 * hidden, hidden])
         self.latent_dim_pi = self.slots * self.rules + 1
         self.latent_dim_vf = hidden
 
@@ -84,18 +82,12 @@ class SlotScorer(nn.Module):
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
         return self._actor(*self._encode(features))
 
-    def _critic(self, context: torch.Tensor, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.critic_size:
-            context = torch.cat([context, obs["critic"]], dim=1)
-        return self.value_encoder(context)
-
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
-        _, context, obs = self._encode(features)
-        return self._critic(context, obs)
+        return self.value_encoder(self._encode(features)[1])
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         jobs, context, obs = self._encode(features)
-        return self._actor(jobs, context, obs), self._critic(context, obs)
+        return self._actor(jobs, context, obs), self.value_encoder(context)
 
 
 class SlotPolicy(MaskableMultiInputActorCriticPolicy):

@@ -19,9 +19,6 @@ key                       shape        features (all float32 in [0, 1])
                                        K (clipped); queue longer than K; nodes freed within 1 h and within
                                        10 h of estimated ends / machine
 ``global``                (2,)         share of the sequence started; share of the sequence arrived
-``critic`` (optional)     (1,)         with ``critic_hint``: the bounded slowdowns / n / ``reward_scale`` that
-                                       the jobs not started yet have in the hinted heuristic's schedule of the
-                                       whole sequence (>= 0; read by the value head only, see below)
 ========================  ===========  ==================================================================
 
 The first K queued jobs (queue order, i.e. submit order) are visible, as in the peer's agent (K = 128).
@@ -32,13 +29,6 @@ action layout matches GPUClusterEnv's) is always masked. A masked action changes
 Reward: when jobs start, minus their bounded slowdowns ``max(1, (wait + run) / max(run, 10)) / n`` (n = jobs in
 the sequence), divided by ``reward_scale``; an episode's return is therefore minus the peer's metric (average
 bounded slowdown) / ``reward_scale``. The final ``info["episode_metrics"]["avg_bsld"]`` is that metric.
-
-Critic hint: ``critic_hint="sjf"`` (any peer order, see :mod:`baselines.rls`; run with the env's backfill
-mode) schedules each sequence with that heuristic at reset and adds the ``critic`` key. It knows the jobs still to
-come, so it is privileged: :class:`agents.network.SlotScorer` feeds it to the value head only, never to the action
-scores, and a policy's actions do not depend on it (an asymmetric actor-critic, like the peer's trainer, whose
-critic reads the whole job sequence). The value of a state is about minus this hint, so the critic no longer has to
-guess how heavy the rest of the sequence is, and advantage estimates lose most of the sequence's luck.
 
 Sequences: ``sampling="any"`` draws the first job uniformly from ``[L, n_jobs - L - 1)`` as the peer's trainer
 does (L = ``sequence_jobs``); ``sampling="outside_test"`` draws only sequences that share no job with the peer's
@@ -64,13 +54,11 @@ from envs.peer_rls import (
     PEER_SEED,
     SEQUENCE_COUNT,
     SEQUENCE_LENGTH,
-    Choose,
     Decision,
     PeerResult,
     bounded_slowdown,
     decisions,
     peer_start_indices,
-    run_sequence,
 )
 from envs.workload.swf_peer import PeerJob, PeerTrace, load_swf_peer
 
@@ -104,8 +92,6 @@ class PeerEnvConfig:
     """Jobs per evaluation window."""
     reward_scale: float = 100.0
     """Rewards are divided by this (returns are about -avg_bsld / reward_scale)."""
-    critic_hint: str = ""
-    """A peer order (e.g. ``sjf``) whose schedule of the sequence gives the value head's ``critic`` key; "" = none."""
 
     def __post_init__(self) -> None:
         if not self.trace:
@@ -113,8 +99,6 @@ class PeerEnvConfig:
                               "lublin_256.swf'")
         if self.sequence_jobs < 2 or self.slots < 1 or self.reward_scale <= 0:
             raise ConfigError(f"sequence_jobs >= 2, slots >= 1 and reward_scale > 0 needed; got {self}")
-        if self.critic_hint:
-            hint_order(self.critic_hint)  # an unknown name raises here, at configuration
         if self.sampling not in ("any", "outside_test"):
             raise ConfigError(f"sampling: 'any' or 'outside_test', got {self.sampling!r}")
 
@@ -123,16 +107,6 @@ class PeerEnvConfig:
         """A config from keyword values; unknown keys raise :class:`ConfigError` naming them."""
         check_keys(values, (f.name for f in fields(cls)), "peer_env")
         return cls(**values)
-
-
-def hint_order(name: str) -> Choose:
-    """The ``choose`` of the peer order ``name`` (no backfill suffix: the env's backfill mode applies)."""
-    from baselines.rls import rls_policy  # imported here: the baselines build on envs
-
-    if "+" in name:
-        raise ConfigError(f"critic_hint {name!r}: give an order without a suffix (e.g. 'sjf'); the env's backfill "
-                          "setting applies")
-    return rls_policy(name)[0]
 
 
 @lru_cache(maxsize=4)
@@ -171,17 +145,12 @@ class PeerSchedEnv(gym.Env):
         requests = [j.request for j in self.trace.jobs]
         self._time_scale = math.log1p(max(max(requests), 1) * 10)  # log1p of the longest request x 10 [s]
         k = self.config.slots
-        observation = {
+        self.observation_space = spaces.Dict({
             "jobs": spaces.Box(0.0, 1.0, (k, JOB_FEATURES), np.float32),
             "placements": spaces.Box(0.0, 1.0, (k, 1, PLACEMENT_FEATURES), np.float32),
             "cluster": spaces.Box(0.0, 1.0, (1, CLUSTER_FEATURES), np.float32),
             "global": spaces.Box(0.0, 1.0, (GLOBAL_FEATURES,), np.float32),
-        }
-        self._hint_order = hint_order(self.config.critic_hint) if self.config.critic_hint else None
-        if self._hint_order is not None:
-            observation["critic"] = spaces.Box(0.0, np.inf, (1,), np.float32)
-        self.observation_space = spaces.Dict(observation)
-        self._hint = np.zeros(0)  # per job of the sequence: its hinted bsld / n / reward_scale
+        })
         self.action_space = spaces.Discrete(k + 1)
         self._steps: Any = None
         self._decision: Decision | None = None
@@ -207,11 +176,6 @@ class PeerSchedEnv(gym.Env):
         self._request = np.array([max(j.request, 0) for j in self.jobs], dtype=np.float64)
         self._procs = np.array([max(j.procs, 0) for j in self.jobs], dtype=np.float64)
         self._nodes = np.array([machine.nodes_for(j.procs) for j in self.jobs], dtype=np.float64)
-        if self._hint_order is not None:
-            hinted = run_sequence(self.jobs, machine, self._hint_order, self.config.backfill)
-            self._hint = np.array([bounded_slowdown(start, job.submit, job.run)
-                                   for start, job in zip(hinted.start_times, self.jobs, strict=True)])
-            self._hint /= len(self.jobs) * self.config.reward_scale
         self._steps = decisions(self.jobs, machine, self.config.backfill)
         self._counted = 0
         self.result = None
@@ -242,13 +206,6 @@ class PeerSchedEnv(gym.Env):
     def now(self) -> int:
         """Time of the current decision [s] (the last one once the episode has ended)."""
         return self._decision.now if self._decision is not None else max(self.result.start_times, default=0)
-
-    @property
-    def started(self) -> tuple[int, ...]:
-        """Positions in the sequence of the jobs started so far, in start order."""
-        if self._decision is None:
-            return self.result.start_order if self.result is not None else ()
-        return self._decision.order
 
     @property
     def visible_jobs(self) -> list[PeerJob]:
@@ -287,13 +244,9 @@ class PeerSchedEnv(gym.Env):
         glob = np.zeros(GLOBAL_FEATURES, np.float32)
         d = self._decision
         n = len(self.jobs)
-        extra = {}
-        if self._hint_order is not None:
-            extra["critic"] = np.array([max(self._hint.sum() - self._hint[list(self.started)].sum(), 0.0)],
-                                       np.float32)
         if d is None:
             glob[:] = 1.0
-            return {"jobs": jobs, "placements": placements, "cluster": cluster, "global": glob, **extra}
+            return {"jobs": jobs, "placements": placements, "cluster": cluster, "global": glob}
         machine_nodes = self.trace.machine.nodes
         q = np.array(d.queue[:k])
         m = q.size
@@ -325,4 +278,4 @@ class PeerSchedEnv(gym.Env):
         glob[1] = (len(d.order) + len(d.queue)) / n
         np.clip(jobs, 0.0, 1.0, out=jobs)
         np.clip(cluster, 0.0, 1.0, out=cluster)
-        return {"jobs": jobs, "placements": placements, "cluster": cluster, "global": glob, **extra}
+        return {"jobs": jobs, "placements": placements, "cluster": cluster, "global": glob}

@@ -76,21 +76,6 @@ def test_hand_computed_episode(hand_trace, action, backfill, avg_bsld):
     assert skipped + reward == pytest.approx(-avg_bsld / 2.0)  # the return is minus the metric / reward_scale
 
 
-
-def test_critic_hint_is_the_heuristics_slowdowns_of_the_jobs_not_started(hand_trace):
-    env = PeerSchedEnv(trace=hand_trace, slots=4, reward_scale=2.0, critic_hint="sjf")
-    obs, _ = env.reset(options={"start": 0, "length": 4})
-    # jobs 1 and 2 started at reset; in SJF's schedule job 3 has bsld 9 and job 4 1.6 (the episode above)
-    assert obs["critic"][0] == pytest.approx((9 + 1.6) / 4 / 2.0)
-    assert env.observation_space.contains(obs)
-    obs, *_ = env.step(1)  # whatever the agent did, nothing is left to start
-    assert obs["critic"][0] == 0.0
-    assert "critic" not in PeerSchedEnv(trace=hand_trace).observation_space.spaces
-    with pytest.raises(ConfigError, match="without a suffix"):
-        PeerSchedEnv(trace=hand_trace, critic_hint="sjf+rlsbackfill")
-    with pytest.raises(ConfigError, match="unknown"):
-        PeerSchedEnv(trace=hand_trace, critic_hint="shortest")
-
 def test_masked_action_is_refused_and_changes_nothing(hand_trace):
     env = PeerSchedEnv(trace=hand_trace, slots=4)
     obs, _ = env.reset(options={"start": 0, "length": 4})
@@ -124,12 +109,11 @@ def test_outside_test_sampling_never_touches_an_evaluation_window(length, test_l
     assert np.isin(starts, everywhere).all() and 0 < starts.size < everywhere.size
 
 
-@pytest.mark.parametrize("hint", ["", "f1"])
-def test_gymnasium_and_sb3_env_checkers(long_trace, hint):
+def test_gymnasium_and_sb3_env_checkers(long_trace):
     from gymnasium.utils.env_checker import check_env
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    env = gym.make("gpusched/RLSched-v0", trace=str(long_trace), sequence_jobs=8, slots=4, critic_hint=hint)
+    env = gym.make("gpusched/RLSched-v0", trace=str(long_trace), sequence_jobs=8, slots=4)
     check_env(env.unwrapped)
     sb3_check_env(env.unwrapped)
 
@@ -153,7 +137,7 @@ def test_env_actions_reproduce_the_peer_reference_on_lublin(backfill):
 def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trace):
     config = tmp_path / "exp.yaml"
     config.write_text(
-        f"env_id: gpusched/RLSched-v0\nenv: {{trace: {long_trace}, sequence_jobs: 8, slots: 8, critic_hint: sjf}}\n"
+        f"env_id: gpusched/RLSched-v0\nenv: {{trace: {long_trace}, sequence_jobs: 8, slots: 8}}\n"
         "total_timesteps: 128\nn_envs: 1\nppo: {n_steps: 64, batch_size: 32, hidden: 8}\n"
         "train: {eval_every_steps: 64, eval_seeds: [1]}\neval: {heuristics: [sjf]}\n")
     run_dir = tmp_path / "run"
