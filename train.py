@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 "env": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(env_config).items()}}
     (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved, sort_keys=False))
 
-    vec = make_vec(env_id, env_overrides, n_envs, args.seed)
+    vec = make_vec(env_id, env_overrides, n_envs, args.seed, (config.get("train") or {}).get("sequence_weight"))
     model_path = run_dir / "model.zip"
     if args.resume:
         model = MaskablePPO.load(str(model_path), env=vec, device=device)
@@ -143,13 +143,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int) -> Any:
-    """``n_envs`` monitored copies of the env (subprocesses when more than one), seeded with ``seed``."""
+def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int,
+             sequence_weight: str | None = None) -> Any:
+    """``n_envs`` monitored copies of the env (subprocesses when more than one), seeded with ``seed``; with
+    ``sequence_weight`` (a peer order, peer mode only) training sequences are drawn in proportion to that
+    heuristic's score on them (:class:`agents.sequence_weights.HeuristicWeightedStarts`)."""
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
     def make_env() -> Any:
-        return gym.make(f"envs:{env_id}", **env_overrides)
+        env = gym.make(f"envs:{env_id}", **env_overrides)
+        if sequence_weight:
+            from agents.sequence_weights import HeuristicWeightedStarts
+
+            env = HeuristicWeightedStarts(env, sequence_weight)
+        return env
+
+    if sequence_weight:
+        make_env().close()  # a bad name raises its ConfigError here, not inside a worker process
 
     vec = VecMonitor((SubprocVecEnv if n_envs > 1 else DummyVecEnv)([make_env for _ in range(n_envs)]))
     vec.seed(seed)
