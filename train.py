@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 "env": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(env_config).items()}}
     (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved, sort_keys=False))
 
-    vec = make_vec(env_id, env_overrides, n_envs, args.seed, (config.get("train") or {}).get("sequence_weight"))
+    vec = make_vec(env_id, env_overrides, n_envs, args.seed)
     model_path = run_dir / "model.zip"
     if args.resume:
         model = MaskablePPO.load(str(model_path), env=vec, device=device)
@@ -143,29 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int,
-             sequence_weight: str | dict[str, Any] | None = None) -> Any:
-    """``n_envs`` monitored copies of the env (subprocesses when more than one), seeded with ``seed``; with
-    ``sequence_weight`` (peer mode only: a peer order name, or ``{order, power, max_quantile}``) training
-    sequences are drawn by that heuristic's score on them (:class:`agents.sequence_weights.HeuristicWeightedStarts`)."""
+def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int) -> Any:
+    """``n_envs`` monitored copies of the env (subprocesses when more than one), seeded with ``seed``."""
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
-    from envs.errors import check_keys
-
-    spec = sequence_weight if isinstance(sequence_weight, dict) else {"order": sequence_weight}
-
     def make_env() -> Any:
-        env = gym.make(f"envs:{env_id}", **env_overrides)
-        if sequence_weight:
-            from agents.sequence_weights import HeuristicWeightedStarts
-
-            env = HeuristicWeightedStarts(env, **spec)
-        return env
-
-    if sequence_weight:
-        check_keys(spec, ("order", "power", "max_quantile"), "train.sequence_weight")
-        make_env().close()  # a bad name raises its ConfigError here, not inside a worker process
+        return gym.make(f"envs:{env_id}", **env_overrides)
 
     vec = VecMonitor((SubprocVecEnv if n_envs > 1 else DummyVecEnv)([make_env for _ in range(n_envs)]))
     vec.seed(seed)

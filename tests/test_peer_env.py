@@ -16,11 +16,9 @@ from sb3_contrib import MaskablePPO
 import envs  # noqa: F401  (registers the ids)
 from agents.imitation import PeerTeacher
 from agents.peer_policy import PeerModelPolicy, evaluate_model_peer
-from agents.sequence_weights import HeuristicWeightedStarts
-from baselines.rls import rls_policy
 from envs.errors import ConfigError
 from envs.peer_env import PeerEnvConfig, PeerSchedEnv, training_starts
-from envs.peer_rls import evaluate_peer, peer_start_indices, run_sequence
+from envs.peer_rls import evaluate_peer, peer_start_indices
 from evaluation.runner import RunSpec, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,60 +107,6 @@ def test_outside_test_sampling_never_touches_an_evaluation_window(length, test_l
         assert not np.any((starts < t + test_length) & (starts + length > t))
     everywhere = training_starts(10_000, PeerEnvConfig(trace="unused.swf", sequence_jobs=length))
     assert np.isin(starts, everywhere).all() and 0 < starts.size < everywhere.size
-
-
-@pytest.mark.parametrize(("order", "backfill", "power", "max_quantile"), [
-    ("sjf", True, 1.0, 1.0),  # in proportion to the score
-    ("f1", False, 1.0, 1.0),
-    ("sjf", True, 0.0, 0.5),  # uniform over the lighter half (trajectory filtering)
-])
-def test_weighted_starts_draw_sequences_by_the_heuristics_score(tmp_path, order, backfill, power, max_quantile):
-    # every 20 s: 30 one-node 10 s jobs (no wait: bsld 1), then 30 two-node 100 s jobs (a growing backlog)
-    records = [f"{i} {20 * i} -1 {10 if i <= 30 else 100} {1 if i <= 30 else 2} -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1"
-               for i in range(1, 61)]
-    trace = tmp_path / "light_then_heavy.swf"
-    trace.write_text("\n".join([*HAND_SWF.splitlines()[:2], *records]) + "\n")
-    env = HeuristicWeightedStarts(PeerSchedEnv(trace=str(trace), sequence_jobs=8, slots=8, backfill=backfill),
-                                  order, power, max_quantile)
-    _, info = env.reset(seed=5)
-    peer = env.unwrapped
-    starts = training_starts(len(peer.trace.jobs), peer.config)
-    scores = np.array([run_sequence(peer.trace.jobs[s : s + 8], peer.trace.machine, rls_policy(order)[0],
-                                    backfill).avg_bsld for s in starts])
-    weights = np.where(scores <= np.quantile(scores, max_quantile), scores**power, 0.0)
-    assert np.array_equal(env.starts, starts) and env.probabilities == pytest.approx(weights / weights.sum())
-    assert scores[starts + 8 <= 30] == pytest.approx(1.0)  # all light: no job waits
-    # all heavy: one job at a time, the k-th waits 80 k s, bsld 1 + 0.8 k; mean over k = 0..7: 3.8
-    assert scores[starts >= 30] == pytest.approx(3.8)
-    assert env.reset(seed=5)[1]["window"] == info["window"]  # seeded draws repeat
-    drawn = np.array([env.reset()[1]["window"][0] for _ in range(4000)])
-    frequency = (drawn[:, None] == starts[None, :]).mean(axis=0)
-    assert np.abs(frequency - env.probabilities).max() < 0.02  # binomial sd at most 0.008 here
-    light = (starts + 8 <= 30).mean()  # share of the all-light windows among the starts
-    if power == 1.0:  # weight 1 against up to 3.8: far below uniform
-        assert frequency[starts + 8 <= 30].sum() < 0.5 * light
-    else:  # the heavy half is never drawn
-        assert frequency[scores > np.median(scores)].sum() == 0 and frequency[starts + 8 <= 30].sum() > 1.5 * light
-    assert env.reset(options={"start": 3, "length": 5})[1]["window"] == (3, 5)  # evaluation windows pass through
-
-
-def test_weighted_starts_reject_bad_names_in_the_main_process(long_trace):
-    from train import make_vec
-
-    overrides = {"trace": str(long_trace), "sequence_jobs": 8, "slots": 8}
-    with pytest.raises(ConfigError, match="without a suffix"):
-        make_vec("gpusched/RLSched-v0", overrides, 2, 0, "sjf+rlsbackfill")
-    with pytest.raises(ConfigError, match="unknown"):
-        make_vec("gpusched/RLSched-v0", overrides, 2, 0, "shortest")
-    with pytest.raises(ConfigError, match="max_quantile must be in"):
-        make_vec("gpusched/RLSched-v0", overrides, 2, 0, {"order": "sjf", "max_quantile": 0})
-    with pytest.raises(ConfigError, match=r"train\.sequence_weight\.quantile: unknown key"):
-        make_vec("gpusched/RLSched-v0", overrides, 2, 0, {"order": "sjf", "quantile": 0.9})
-    with pytest.raises(ConfigError, match="only for the peer-mode env"):
-        HeuristicWeightedStarts(gym.make("gpusched/GPUCluster-Tiny-v0"), "sjf")
-    vec = make_vec("gpusched/RLSched-v0", overrides, 1, 0, {"order": "sjf", "power": 0.0, "max_quantile": 0.9})
-    assert isinstance(vec.venv.envs[0], HeuristicWeightedStarts)
-    vec.close()
 
 
 def test_progress_false_hides_only_the_share_of_the_sequence(long_trace):
