@@ -19,7 +19,6 @@ key                       shape        features (all float32 in [0, 1])
                                        K (clipped); queue longer than K; nodes freed within 1 h and within
                                        10 h of estimated ends / machine
 ``global``                (2,)         share of the sequence started; share of the sequence arrived
-                                       (both 0 with ``progress=False``)
 ========================  ===========  ==================================================================
 
 The first K queued jobs (queue order, i.e. submit order) are visible, as in the peer's agent (K = 128).
@@ -93,9 +92,6 @@ class PeerEnvConfig:
     """Jobs per evaluation window."""
     reward_scale: float = 100.0
     """Rewards are divided by this (returns are about -avg_bsld / reward_scale)."""
-    progress: bool = True
-    """Show how far into its sequence the episode is (``global``: shares started and arrived); False leaves them
-    0, so that a policy trained on short sequences cannot tie its choices to the end of a sequence."""
 
     def __post_init__(self) -> None:
         if not self.trace:
@@ -249,7 +245,7 @@ class PeerSchedEnv(gym.Env):
         d = self._decision
         n = len(self.jobs)
         if d is None:
-            glob[:] = float(self.config.progress)
+            glob[:] = 1.0
             return {"jobs": jobs, "placements": placements, "cluster": cluster, "global": glob}
         machine_nodes = self.trace.machine.nodes
         q = np.array(d.queue[:k])
@@ -278,9 +274,8 @@ class PeerSchedEnv(gym.Env):
         cluster[0, 3] = len(d.queue) > k
         for i, horizon in enumerate(_SOON_S):
             cluster[0, 4 + i] = held[expected_end <= d.now + horizon].sum() / machine_nodes if held.size else 0.0
-        if self.config.progress:
-            glob[0] = len(d.order) / n
-            glob[1] = (len(d.order) + len(d.queue)) / n
+        glob[0] = len(d.order) / n
+        glob[1] = (len(d.order) + len(d.queue)) / n
         np.clip(jobs, 0.0, 1.0, out=jobs)
         np.clip(cluster, 0.0, 1.0, out=cluster)
         return {"jobs": jobs, "placements": placements, "cluster": cluster, "global": glob}

@@ -109,22 +109,6 @@ def test_outside_test_sampling_never_touches_an_evaluation_window(length, test_l
     assert np.isin(starts, everywhere).all() and 0 < starts.size < everywhere.size
 
 
-def test_progress_false_hides_only_the_share_of_the_sequence(long_trace):
-    shown, hidden = (PeerSchedEnv(trace=str(long_trace), sequence_jobs=16, slots=8, progress=p) for p in (True, False))
-    obs = [env.reset(options={"start": 10, "length": 16})[0] for env in (shown, hidden)]
-    done, seen = False, []
-    while not done:
-        assert all(np.array_equal(obs[0][k], obs[1][k]) for k in ("jobs", "placements", "cluster"))
-        assert not obs[1]["global"].any()
-        seen.append(obs[0]["global"].copy())
-        action = int(np.flatnonzero(shown.action_masks())[-1])
-        steps = [env.step(action) for env in (shown, hidden)]
-        obs, done = [s[0] for s in steps], steps[0][2]
-        assert steps[1][2] == done and steps[0][1] == steps[1][1]  # same schedule, same rewards
-    assert len(seen) > 2 and np.all(np.diff(np.array(seen)[:, 0]) > 0)  # shown: the share started grows
-    assert hidden.result.avg_bsld == shown.result.avg_bsld
-
-
 def test_gymnasium_and_sb3_env_checkers(long_trace):
     from gymnasium.utils.env_checker import check_env
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
