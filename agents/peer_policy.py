@@ -3,30 +3,90 @@
 The model decides through :class:`envs.peer_env.PeerSchedEnv` itself (same observation, same engine), on any
 window of an SWF trace; it uses the backfill mode it was trained with. The evaluation harness runs it beside the
 ``rls:`` heuristics, and :func:`evaluate_model_peer` runs the peer's protocol (10 sequences of 1024 jobs).
+
+Decoding: by default the model commits its most probable job. ``rls:RUN/model.zip+ORDER@RATIO`` (e.g.
+``+sjf@0.5``) decodes with a :class:`Shortlist` instead: among the jobs whose probability is at least ``RATIO``
+times the largest, it commits the one the ``rls:`` order ``ORDER`` ranks first. PPO's policies here stay flat
+(entropy 2.2-2.6 nats), so which of several near-equal jobs is the most probable one is close to arbitrary;
+the shortlist keeps the policy's judgement of which jobs are candidates and lets a heuristic break the near-ties.
 """
 
 from __future__ import annotations
 
+import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from agents.adapter import run_config
+from baselines.rls import rls_policy
 from envs.errors import ConfigError
 from envs.peer_env import PeerEnvConfig, PeerSchedEnv
 from envs.peer_rls import PEER_SEED, SEQUENCE_COUNT, SEQUENCE_LENGTH, PeerEvaluation, PeerResult, peer_start_indices
 from envs.registration import PEER_ENV_ID
 
+_MODEL_LIKE = re.compile(r".+?\.zip(?:\+.*)?")  # a model's name, possibly with a malformed decoding suffix
+_MODEL_NAME = re.compile(r"(?P<path>.+?\.zip)(?:\+(?P<order>[a-z0-9-]+)@(?P<ratio>[0-9.eE+-]+))?")
+
+
+@dataclass(frozen=True)
+class Shortlist:
+    """Decoding of a policy's masked probabilities: among the jobs whose probability is at least ``ratio`` times
+    the largest, the one the ``rls:`` order ``order`` ranks first (ratio 1: the most probable job, ties broken by
+    the order)."""
+
+    order: str = "sjf"
+    """An ``rls:`` order without backfill suffix (the backfill mode is the model's own)."""
+    ratio: float = 0.5
+    """Probability ratio to the most probable job, in (0, 1]."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.ratio <= 1:
+            raise ConfigError(f"shortlist ratio: must be in (0, 1], got {self.ratio}")
+        if rls_policy(self.order)[1]:
+            raise ConfigError(f"shortlist order {self.order!r}: an order only; the model keeps its backfill mode")
+
+    @property
+    def suffix(self) -> str:
+        """The policy-name suffix that selects this decoding: ``+ORDER@RATIO``."""
+        return f"+{self.order}@{self.ratio:g}"
+
+
+def parse_model_name(name: str) -> tuple[str, Shortlist | None]:
+    """``(model path, decoding)`` of ``PATH.zip`` or ``PATH.zip+ORDER@RATIO`` (without the ``rls:`` prefix)."""
+    match = _MODEL_NAME.fullmatch(name.strip())
+    if match is None:
+        raise ConfigError(f"model policy {name!r}: expected PATH.zip or PATH.zip+ORDER@RATIO (e.g. +sjf@0.5)")
+    if match["order"] is None:
+        return match["path"], None
+    try:
+        ratio = float(match["ratio"])
+    except ValueError:
+        raise ConfigError(f"model policy {name!r}: ratio {match['ratio']!r} is not a number") from None
+    return match["path"], Shortlist(match["order"], ratio)
+
+
+def is_model_name(name: str) -> bool:
+    """Whether a policy name (without the ``rls:`` prefix) names a saved model (``PATH.zip``, maybe with a
+    decoding suffix; :func:`parse_model_name` checks the suffix)."""
+    return _MODEL_LIKE.fullmatch(name.strip()) is not None
+
 
 class PeerModelPolicy:
-    """Schedules windows of SWF traces with a saved MaskablePPO model (deterministic, masked)."""
+    """Schedules windows of SWF traces with a saved MaskablePPO model (masked; the most probable job, or the
+    ``decode`` shortlist's pick)."""
 
-    def __init__(self, model_path: str | Path, device: str = "cpu") -> None:
+    def __init__(self, model_path: str | Path, device: str = "cpu", decode: Shortlist | None = None) -> None:
         from sb3_contrib import MaskablePPO
 
         run = run_config(model_path)
         if run.get("env_id") != PEER_ENV_ID:
             raise ConfigError(f"model {model_path}: not trained on {PEER_ENV_ID}; run it as a simulator policy")
-        self.name = str(model_path)
+        self.name = str(model_path) + (decode.suffix if decode else "")
+        self.decode = decode
+        self._order = rls_policy(decode.order)[0] if decode else None
         self.env_values = dict(run.get("env") or {})
         self.backfill = bool(self.env_values.get("backfill", False))
         self.model = MaskablePPO.load(str(model_path), device=device)
@@ -46,10 +106,25 @@ class PeerModelPolicy:
         latencies: list[float] = []
         while env.result is None:
             t0 = time.perf_counter()
-            action, _ = self.model.predict(obs, action_masks=env.action_masks(), deterministic=True)
+            action = self.act(env, obs)
             latencies.append(time.perf_counter() - t0)
-            obs, *_ = env.step(int(action))
+            obs, *_ = env.step(action)
         return env.result, latencies
+
+    def act(self, env: PeerSchedEnv, obs: dict[str, np.ndarray]) -> int:
+        """The action at ``env``'s current decision (``obs`` its observation)."""
+        mask = env.action_masks()
+        if self.decode is None:
+            action, _ = self.model.predict(obs, action_masks=mask, deterministic=True)
+            return int(action)
+        import torch
+
+        tensors = {k: torch.as_tensor(v[None], device=self.model.device) for k, v in obs.items()}
+        with torch.no_grad():
+            probs = self.model.policy.get_distribution(tensors, mask[None]).distribution.probs[0].cpu().numpy()
+        near = np.flatnonzero(probs >= self.decode.ratio * probs.max())
+        visible = env.visible_jobs
+        return int(near[self._order([visible[i] for i in near], env.now)])
 
 
 def evaluate_model_peer(policy: PeerModelPolicy, trace: str | Path, seed: int = PEER_SEED,

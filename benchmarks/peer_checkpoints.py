@@ -1,12 +1,16 @@
 """Every saved model of peer-mode training runs on validation sequences and on the peer's test protocol.
 
     python benchmarks/peer_checkpoints.py runs/RUN [runs/RUN ...] [--validation 40] [--length 512] [--workers 2]
+                                          [--decode sjf@0.5] [--from-step 100000]
 
 For each run folder of ``train.py`` on ``gpusched/RLSched-v0`` it scores every checkpoint
 (``checkpoints/model_N_steps.zip``), ``best_model.zip`` and ``model.zip``: the mean average bounded slowdown on
 ``--validation`` sequences of ``--length`` jobs drawn (seeded) outside the test windows, and on the peer's 10 test
 sequences of 1024 jobs. It shows how far apart neighbouring models of one run land on the test windows and whether
-validation ranks them as the test does (Spearman rank correlation per run). Prints a Markdown table.
+validation ranks them as the test does (Spearman rank correlation per run). Prints a Markdown table and the
+distribution of the test scores of the models saved from ``--from-step`` steps on (plus best and last): mean,
+median, range and the share below ``--target``. ``--decode ORDER@RATIO`` decodes every model with that
+:class:`~agents.peer_policy.Shortlist` instead of its most probable job.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agents.adapter import CHECKPOINT_DIR, run_config  # noqa: E402
-from agents.peer_policy import PeerModelPolicy, evaluate_model_peer  # noqa: E402
+from agents.peer_policy import PeerModelPolicy, Shortlist, evaluate_model_peer, parse_model_name  # noqa: E402
 from envs.peer_env import PeerEnvConfig, peer_trace_once, training_starts  # noqa: E402
 
 VALIDATION_SEED = 7
@@ -49,10 +53,10 @@ def validation_starts(path: Path, count: int, length: int) -> list[int]:
     return sorted(int(s) for s in np.random.default_rng(VALIDATION_SEED).choice(starts, count, replace=False))
 
 
-def score(path: Path, starts: list[int], length: int) -> dict[str, float]:
+def score(path: Path, starts: list[int], length: int, decode: Shortlist | None) -> dict[str, float]:
     """The model's mean avg bounded slowdown on the validation starts and on the peer's test protocol."""
     torch.set_num_threads(1)  # one process per core
-    policy = PeerModelPolicy(path)
+    policy = PeerModelPolicy(path, decode=decode)
     trace = policy.env_values["trace"]
     validation = [policy.run_window(trace, s, length)[0].avg_bsld for s in starts]
     test = evaluate_model_peer(policy, trace).avg_bsld
@@ -65,13 +69,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--validation", type=int, default=40, help="validation sequences (default 40)")
     parser.add_argument("--length", type=int, default=512, help="jobs per validation sequence (default 512)")
     parser.add_argument("--workers", type=int, default=2, help="parallel processes (default 2)")
+    parser.add_argument("--decode", default="", help="ORDER@RATIO: decode with a shortlist (default: most probable)")
+    parser.add_argument("--from-step", type=int, default=100_000, help="checkpoints in the distribution (default 100k)")
+    parser.add_argument("--target", type=float, default=58.64, help="score to count models below (default 58.64, "
+                        "the published agent with the peer's backfill)")
     args = parser.parse_args(argv)
+    decode = parse_model_name(f"x.zip+{args.decode}")[1] if args.decode else None
     jobs = []
     for run_dir in args.runs:
         starts = validation_starts(run_dir / "model.zip", args.validation, args.length)
         jobs += [(run_dir, path, step, starts) for path, step in models(run_dir)]
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        scores = list(pool.map(score, [j[1] for j in jobs], [j[3] for j in jobs], [args.length] * len(jobs)))
+        scores = list(pool.map(score, [j[1] for j in jobs], [j[3] for j in jobs], [args.length] * len(jobs),
+                               [decode] * len(jobs)))
     print("| run | model | steps | validation | test |\n|---|---|---:|---:|---:|")
     for (run_dir, path, step, _), s in zip(jobs, scores, strict=True):
         print(f"| {run_dir} | {path.name} | {step or ''} | {s['validation']:.2f} | {s['test']:.2f} |")
@@ -79,6 +89,11 @@ def main(argv: list[str] | None = None) -> None:
     for run_dir in args.runs:
         mine = [s for (r, *_), s in zip(jobs, scores, strict=True) if r == run_dir]
         print(f"  {run_dir}: {spearman([s['validation'] for s in mine], [s['test'] for s in mine]):+.2f}")
+    test = np.array([s["test"] for (_, _, step, _), s in zip(jobs, scores, strict=True)
+                     if step is None or step >= args.from_step])
+    print(f"\ntest, {test.size} models (from {args.from_step:,} steps, best and last; decoding "
+          f"{args.decode or 'most probable'}): mean {test.mean():.2f}, median {np.median(test):.2f}, "
+          f"range {test.min():.2f}-{test.max():.2f}, {(test < args.target).mean():.0%} below {args.target:g}")
 
 
 def spearman(a: list[float], b: list[float]) -> float:

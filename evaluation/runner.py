@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.peer_policy import is_model_name, parse_model_name
 from baselines import make
 from baselines.registry import RLS_PREFIX
 from envs import ClusterSpec, ConfigError, Job, JobLog, JobRecord, JobState, RuntimeConfig, View, load_cluster, simulate
@@ -94,7 +95,9 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
 
 def _policy(name: str) -> Policy:
     """A heuristic by name, or a trained model by the path of its ``model.zip``."""
-    if name.endswith(".zip"):
+    if is_model_name(name):
+        if parse_model_name(name)[1] is not None:
+            raise ConfigError(f"policy {name!r}: a +ORDER@RATIO decoding applies to peer-mode models (rls:PATH.zip)")
         from agents import load
 
         return load(name)
@@ -131,8 +134,9 @@ def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
     if start < 0 or length < 1 or start + length > len(trace.jobs):
         raise ConfigError(f"window [{start}, {start + length}) is outside the {len(trace.jobs)} jobs of {path}")
     jobs = trace.jobs[start : start + length]
-    if spec.policy.endswith(".zip"):
-        result, latencies = _peer_model(spec.policy.strip()[len(RLS_PREFIX):]).run_window(path, start, length)
+    name = spec.policy.strip()[len(RLS_PREFIX):]
+    if is_model_name(name):
+        result, latencies = _peer_model(name).run_window(path, start, length)
     else:
         result, latencies = _run_peer_heuristic(spec.policy, jobs, trace)
     records = []
@@ -149,11 +153,12 @@ def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
 
 
 @lru_cache(maxsize=4)
-def _peer_model(path: str) -> Any:
-    """A model trained on the peer-mode env, loaded once per process."""
+def _peer_model(name: str) -> Any:
+    """A model trained on the peer-mode env (``PATH.zip[+ORDER@RATIO]``), loaded once per process."""
     from agents.peer_policy import PeerModelPolicy
 
-    return PeerModelPolicy(path)
+    path, decode = parse_model_name(name)
+    return PeerModelPolicy(path, decode=decode)
 
 
 def _run_peer_heuristic(name: str, jobs: Any, trace: PeerTrace) -> tuple[Any, list[float]]:

@@ -15,10 +15,11 @@ from sb3_contrib import MaskablePPO
 
 import envs  # noqa: F401  (registers the ids)
 from agents.imitation import PeerTeacher
-from agents.peer_policy import PeerModelPolicy, evaluate_model_peer
+from agents.peer_policy import PeerModelPolicy, Shortlist, evaluate_model_peer, parse_model_name
+from baselines.rls import rls_policy
 from envs.errors import ConfigError
 from envs.peer_env import PeerEnvConfig, PeerSchedEnv, training_starts
-from envs.peer_rls import evaluate_peer, peer_start_indices
+from envs.peer_rls import evaluate_peer, peer_start_indices, run_sequence
 from evaluation.runner import RunSpec, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,6 +157,15 @@ def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trac
     row, _, _ = run(RunSpec(f"rls:{model_path}", f"swf:{long_trace}", None, 0, 1.0,
                             (evaluation.start_indices[0], 8)))
     assert row["mean_bsld"] == pytest.approx(evaluation.avg_bsld[0])  # the harness runs the same schedule
+    # shortlist decoding: ratio 1 keeps the most probable job; a ratio near 0 makes every visible job a candidate,
+    # so SJF decides alone (windows of 6 jobs: the whole queue is visible in the 6 slots)
+    top = PeerModelPolicy(model_path, decode=Shortlist("sjf", 1.0)).run_window(long_trace, 10, 20)[0]
+    assert top.start_times == result.start_times
+    trace = PeerSchedEnv(trace=str(long_trace)).trace
+    for start in (0, 17, 30):
+        sjf = run_sequence(trace.jobs[start : start + 6], trace.machine, rls_policy("sjf")[0]).avg_bsld
+        row, _, _ = run(RunSpec(f"rls:{model_path}+sjf@1e-9", f"swf:{long_trace}", None, 0, 1.0, (start, 6)))
+        assert row["mean_bsld"] == pytest.approx(sjf)
     with pytest.raises(ConfigError, match="peer mode"):
         run(RunSpec(str(model_path), "small", "tiny"))
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -164,3 +174,19 @@ def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trac
     events.Reload()
     assert {"eval/avg_bsld", "eval/heuristic_avg_bsld", "rollout/ep_rew_mean"} <= set(events.Tags()["scalars"])
 
+
+
+def test_model_policy_names_parse_with_and_without_a_shortlist_decoding(hand_trace):
+    assert parse_model_name("runs/a b/model.zip") == ("runs/a b/model.zip", None)
+    assert parse_model_name(" runs/x/best_model.zip+f1@0.25 ") == ("runs/x/best_model.zip", Shortlist("f1", 0.25))
+    assert Shortlist("sjf", 0.5).suffix == "+sjf@0.5"
+    for bad, message in [("runs/x/model.zip+sjf@0", "ratio"), ("runs/x/model.zip+sjf@1.5", "ratio"),
+                         ("runs/x/model.zip+nope@0.5", "unknown"), ("runs/x/model.zip+sjf", "expected PATH.zip"),
+                         ("runs/x/model.zip+sjf@1..5", "not a number"), ("runs/x/model.zip+sjf+rlsbackfill@0.5",
+                                                                      "expected PATH.zip")]:
+        with pytest.raises(ConfigError, match=message):
+            parse_model_name(bad)
+    with pytest.raises(ConfigError, match="peer-mode models"):
+        run(RunSpec("runs/x/model.zip+sjf@0.5", "small", "tiny"))
+    with pytest.raises(ConfigError, match="expected PATH.zip"):  # a malformed suffix is named, not run as an order
+        run(RunSpec("rls:runs/x/model.zip+sjf", f"swf:{hand_trace}", None, 0, 1.0, (0, 4)))
