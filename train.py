@@ -173,8 +173,7 @@ def new_model(ppo: dict[str, Any], vec: Any, device: str, seed: int, tensorboard
 
 
 def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int) -> None:
-    """Warm start by imitation of the teacher ``spec["teacher"]`` (``spec["teacher_options"]`` its settings; an ``rls:``
-    order or ``rollout`` on the peer-mode env, a heuristic otherwise) on
+    """Warm start by imitation of the heuristic ``spec["teacher"]`` (an ``rls:`` order on the peer-mode env) on
     ``spec["episodes"]`` episodes (reset seeds 10^6 + 1000 seed + i, never an evaluation seed), ``spec["epochs"]``
     passes at Adam rate ``spec["learning_rate"]``, then ``spec["dagger_rounds"]`` DAgger rounds of as many
     episodes each (the policy drives, the teacher labels)."""
@@ -182,8 +181,7 @@ def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int) -> None:
 
     n, rounds = int(spec.get("episodes", 4)), int(spec.get("dagger_rounds", 0))
     seeds = [1_000_000 + 1000 * seed + i for i in range(n * (rounds + 1))]
-    teacher = make_teacher(env, str(spec["teacher"]), **(spec.get("teacher_options") or {}))
-    stats = pretrain(model, env, teacher, seeds[:n], int(spec.get("epochs", 10)),
+    stats = pretrain(model, env, make_teacher(env, str(spec["teacher"])), seeds[:n], int(spec.get("epochs", 10)),
                      seed=seed, learning_rate=float(spec.get("learning_rate", 3e-4)),
                      dagger_seeds=[seeds[n * r : n * (r + 1)] for r in range(1, rounds + 1)])
     print(f"pretrained by imitation of {spec['teacher']} ({rounds} DAgger rounds): {stats['decisions']:,} "

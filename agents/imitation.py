@@ -17,7 +17,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from agents.rollout_teacher import ROLLOUT_PREFIX, RolloutTeacher
 from baselines.registry import make, parse
 from baselines.rls import rls_policy
 from envs.gym_env import GPUClusterEnv
@@ -70,16 +69,9 @@ class PeerTeacher:
         return self.choose(env.visible_jobs, env.now)
 
 
-def make_teacher(env: gym.Env, name: str, **options: Any) -> Teacher:
-    """The teacher called ``name`` for ``env``. On the peer-mode env: ``rollout[:BASE]`` (a
-    :class:`~agents.rollout_teacher.RolloutTeacher`, ``options`` its settings) or an ``rls:`` order; a heuristic
-    otherwise."""
-    if not isinstance(env.unwrapped, PeerSchedEnv):
-        return HeuristicTeacher(name)
-    head, _, base = name.partition(":")
-    if head == ROLLOUT_PREFIX:
-        return RolloutTeacher(base or "sjf", **options)
-    return PeerTeacher(name)
+def make_teacher(env: gym.Env, name: str) -> Teacher:
+    """The teacher called ``name`` for ``env``: an ``rls:`` order on the peer-mode env, a heuristic otherwise."""
+    return PeerTeacher(name) if isinstance(env.unwrapped, PeerSchedEnv) else HeuristicTeacher(name)
 
 
 def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: float,

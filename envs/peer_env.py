@@ -178,7 +178,6 @@ class PeerSchedEnv(gym.Env):
         self._nodes = np.array([machine.nodes_for(j.procs) for j in self.jobs], dtype=np.float64)
         self._steps = decisions(self.jobs, machine, self.config.backfill)
         self._counted = 0
-        self.choices: list[int] = []  # every queue index sent to the engine this episode (replays its state)
         self.result = None
         self._decision = next(self._steps)
         reward = self._advance_single()
@@ -209,13 +208,6 @@ class PeerSchedEnv(gym.Env):
         return self._decision.now if self._decision is not None else max(self.result.start_times, default=0)
 
     @property
-    def arrived(self) -> int:
-        """Jobs of the episode's sequence submitted so far (started or queued); all of them once it has ended."""
-        if self._decision is None:
-            return len(self.jobs)
-        return max(max(self._decision.queue), max(self._decision.order, default=-1)) + 1
-
-    @property
     def visible_jobs(self) -> list[PeerJob]:
         """The queued jobs in the K slots, in slot (queue) order; empty once the episode has ended."""
         if self._decision is None:
@@ -224,7 +216,6 @@ class PeerSchedEnv(gym.Env):
 
     def _send(self, k: int) -> float:
         """Commit queue index ``k``; the reward of every job started until the next decision."""
-        self.choices.append(k)
         try:
             self._decision = self._steps.send(k)
         except StopIteration as done:

@@ -176,54 +176,6 @@ def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trac
 
 
 
-@pytest.mark.parametrize("backfill", [False, True])
-def test_rollout_teacher_scores_the_hand_computed_choices(hand_trace, backfill):
-    from agents.rollout_teacher import RolloutTeacher
-
-    env = PeerSchedEnv(trace=hand_trace, backfill=backfill)
-    env.reset(options={"start": 0, "length": 4})  # now at t = 100: job 3 in slot 0, job 4 in slot 1
-    teacher = RolloutTeacher("fcfs", candidates=2, horizon=0)
-    # committing job 3 first: 3.6 in both modes; job 4 first: 9.85, or with backfill job 3 still starts at 100
-    expected = {0: 3.6, 1: 3.6 if backfill else 9.85}
-    assert {c: teacher.rollout(env.jobs, env, c) for c in (0, 1)} == pytest.approx(expected)
-    assert teacher(env) == 0
-
-
-@pytest.mark.parametrize("backfill", [False, True])
-def test_rollout_teacher_never_does_worse_than_its_base_order(long_trace, backfill):
-    # one step of rollout is at least as good as its base from every state, so a whole episode is too (the base's
-    # own pick is always a candidate, every job is visible and the rollouts see the whole sequence)
-    from agents.rollout_teacher import RolloutTeacher
-    from baselines.rls import rls_policy
-    from envs.peer_rls import run_sequence
-
-    env = PeerSchedEnv(trace=str(long_trace), backfill=backfill, slots=64)
-    teacher = RolloutTeacher("sjf", candidates=2, horizon=64)
-    gains = []
-    for start in range(0, 40, 8):
-        env.reset(options={"start": start, "length": 20})
-        while env.result is None:
-            env.step(teacher(env))
-        base = run_sequence(env.jobs, env.trace.machine, rls_policy("sjf")[0], backfill).avg_bsld
-        assert env.result.avg_bsld <= base + 1e-9
-        gains.append(base - env.result.avg_bsld)
-    assert max(gains) > 0.1  # it does improve somewhere (a congested two-node machine)
-
-
-def test_rollout_teacher_is_made_by_name_and_checks_its_settings(hand_trace):
-    from agents.imitation import make_teacher
-    from agents.rollout_teacher import RolloutTeacher
-
-    env = gym.make("gpusched/RLSched-v0", trace=hand_trace)
-    teacher = make_teacher(env, "rollout:f1", candidates=1, horizon=5)
-    assert isinstance(teacher, RolloutTeacher) and teacher.name == "rollout:f1" and teacher.horizon == 5
-    assert isinstance(make_teacher(env, "rollout"), RolloutTeacher)
-    with pytest.raises(ConfigError, match="candidates >= 1"):
-        RolloutTeacher(candidates=0)
-    with pytest.raises(ConfigError, match="unknown"):
-        make_teacher(env, "rollout:nonsense")
-
-
 def test_model_policy_names_parse_with_and_without_a_shortlist_decoding(hand_trace):
     assert parse_model_name("runs/a b/model.zip") == ("runs/a b/model.zip", None)
     assert parse_model_name(" runs/x/best_model.zip+f1@0.25 ") == ("runs/x/best_model.zip", Shortlist("f1", 0.25))
