@@ -215,7 +215,8 @@ def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path, env_id: str
     saved one) beside the config's heuristics on held-out episodes.
 
     Peer-mode models run the peer's protocol (10 sequences of 1024 jobs of their trace) beside the ``rls:`` orders
-    with the same backfill mode; the others run on the simulator on the config's workload and seeds.
+    with the same backfill mode, each model also decoded with every shortlist of ``spec["decode"]``
+    (``ORDER@RATIO``); the others run on the simulator on the config's workload and seeds.
     """
     from envs.registration import PEER_ENV_ID
     from evaluate import main as evaluate_main
@@ -223,7 +224,9 @@ def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path, env_id: str
     models = [str(p) for p in (model_path, run_dir / BEST_MODEL) if p.exists()]
     if env_id == PEER_ENV_ID:
         suffix = "+rlsbackfill" if env.get("backfill") else ""
-        policies = [f"rls:{m}" for m in models] + [f"rls:{h}{suffix}" for h in spec.get("heuristics", ["sjf", "f1"])]
+        decodings = ["", *(f"+{d}" for d in spec.get("decode", []))]  # ORDER@RATIO shortlists beside argmax
+        policies = [f"rls:{m}{d}" for m in models for d in decodings] + \
+            [f"rls:{h}{suffix}" for h in spec.get("heuristics", ["sjf", "f1"])]
         argv = ["--suite", "rlscheduler", "--workload", f"swf:{env['trace']}"]
     else:
         policies = [*models, *spec.get("heuristics", ["fifo"])]

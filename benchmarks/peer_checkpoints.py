@@ -1,16 +1,16 @@
 """Every saved model of peer-mode training runs on validation sequences and on the peer's test protocol.
 
     python benchmarks/peer_checkpoints.py runs/RUN [runs/RUN ...] [--validation 40] [--length 512] [--workers 2]
-                                          [--decode sjf@0.5] [--from-step 100000]
+                                          [--decode sjf@0.3] [--from-step 100000]
 
 For each run folder of ``train.py`` on ``gpusched/RLSched-v0`` it scores every checkpoint
-(``checkpoints/model_N_steps.zip``), ``best_model.zip`` and ``model.zip``: the mean average bounded slowdown on
-``--validation`` sequences of ``--length`` jobs drawn (seeded) outside the test windows, and on the peer's 10 test
-sequences of 1024 jobs. It shows how far apart neighbouring models of one run land on the test windows and whether
-validation ranks them as the test does (Spearman rank correlation per run). Prints a Markdown table and the
-distribution of the test scores of the models saved from ``--from-step`` steps on (plus best and last): mean,
-median, range and the share below ``--target``. ``--decode ORDER@RATIO`` decodes every model with that
-:class:`~agents.peer_policy.Shortlist` instead of its most probable job.
+(``checkpoints/model_N_steps.zip``) from ``--from-step`` steps on, ``best_model.zip`` and ``model.zip``: the mean
+average bounded slowdown on ``--validation`` sequences of ``--length`` jobs drawn (seeded) outside the test windows,
+and on the peer's 10 test sequences of 1024 jobs. It shows how far apart neighbouring models of one run land on the
+test windows and whether validation ranks them as the test does (Spearman rank correlation per run). Prints a
+Markdown table and the distribution of their test scores: mean, median, range and the share below ``--target``.
+``--decode ORDER@RATIO`` decodes every model with that :class:`~agents.peer_policy.Shortlist` instead of its most
+probable job.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--length", type=int, default=512, help="jobs per validation sequence (default 512)")
     parser.add_argument("--workers", type=int, default=2, help="parallel processes (default 2)")
     parser.add_argument("--decode", default="", help="ORDER@RATIO: decode with a shortlist (default: most probable)")
-    parser.add_argument("--from-step", type=int, default=100_000, help="checkpoints in the distribution (default 100k)")
+    parser.add_argument("--from-step", type=int, default=100_000, help="first checkpoint scored (default 100k)")
     parser.add_argument("--target", type=float, default=58.64, help="score to count models below (default 58.64, "
                         "the published agent with the peer's backfill)")
     args = parser.parse_args(argv)
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
     jobs = []
     for run_dir in args.runs:
         starts = validation_starts(run_dir / "model.zip", args.validation, args.length)
-        jobs += [(run_dir, path, step, starts) for path, step in models(run_dir)]
+        jobs += [(run_dir, path, step, starts) for path, step in models(run_dir)
+                 if step is None or step >= args.from_step]
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         scores = list(pool.map(score, [j[1] for j in jobs], [j[3] for j in jobs], [args.length] * len(jobs),
                                [decode] * len(jobs)))
@@ -89,8 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     for run_dir in args.runs:
         mine = [s for (r, *_), s in zip(jobs, scores, strict=True) if r == run_dir]
         print(f"  {run_dir}: {spearman([s['validation'] for s in mine], [s['test'] for s in mine]):+.2f}")
-    test = np.array([s["test"] for (_, _, step, _), s in zip(jobs, scores, strict=True)
-                     if step is None or step >= args.from_step])
+    test = np.array([s["test"] for s in scores])
     print(f"\ntest, {test.size} models (from {args.from_step:,} steps, best and last; decoding "
           f"{args.decode or 'most probable'}): mean {test.mean():.2f}, median {np.median(test):.2f}, "
           f"range {test.min():.2f}-{test.max():.2f}, {(test < args.target).mean():.0%} below {args.target:g}")

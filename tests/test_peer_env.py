@@ -190,3 +190,17 @@ def test_model_policy_names_parse_with_and_without_a_shortlist_decoding(hand_tra
         run(RunSpec("runs/x/model.zip+sjf@0.5", "small", "tiny"))
     with pytest.raises(ConfigError, match="expected PATH.zip"):  # a malformed suffix is named, not run as an order
         run(RunSpec("rls:runs/x/model.zip+sjf", f"swf:{hand_trace}", None, 0, 1.0, (0, 4)))
+
+
+def test_train_py_evaluates_peer_models_with_their_shortlist_decodings(tmp_path, monkeypatch):
+    import evaluate
+    import train
+
+    (tmp_path / "best_model.zip").write_bytes(b"")
+    seen: list[list[str]] = []
+    monkeypatch.setattr(evaluate, "main", lambda argv: seen.append(argv))
+    train._evaluate({"decode": ["sjf@0.3"], "heuristics": ["sjf"]}, tmp_path / "model.zip", tmp_path,
+                    "gpusched/RLSched-v0", {"trace": "t.swf", "backfill": True})
+    policies = seen[0][seen[0].index("--policies") + 1].split(",")
+    best = tmp_path / "best_model.zip"
+    assert policies == [f"rls:{best}", f"rls:{best}+sjf@0.3", "rls:sjf+rlsbackfill"]  # model.zip is absent here
