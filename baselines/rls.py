@@ -4,7 +4,8 @@ Each order is a ``choose(queue, now)`` callback: the stable arg-min of a key ove
 ties go to the job earlier in the queue, i.e. earlier in the trace). Notation: ``s`` = absolute submit time [s],
 ``r`` = requested time [s], ``n`` = processors, ``now`` = decision time [s].
 
-- ``fcfs``: ``s``. ``sjf``: ``(r, s)`` (the request; clairvoyant when the trace has no estimates).
+- ``fcfs``: ``s``. ``sjf``: ``(r, s)`` (the request; clairvoyant when the trace has no estimates). ``saf`` (ours,
+  not the peer's): ``(n * r, s)``.
 - ``f1``: ``log10(r') * n + 870 * log10(s')``, ``r'``/``s'`` = the value if > 0 else 0.1 (absolute submit).
 - ``wfp3-peer`` / ``unicep-peer``: the peer's code as it runs, with its bug: the wait is ``-(s + 1)`` (an
   unscheduled job's "scheduled time" is -1), so these are *static* orders. Keys in float64, operation by
@@ -16,6 +17,9 @@ ties go to the job earlier in the queue, i.e. earlier in the trace). Notation: `
   one-processor job (log2 about 1.4e-15) has a huge priority and goes first. This guard gives the clean-room
   means the reference quotes on lublin_256 (381.71 / 103.10 with rlsbackfill); ``log2(max(n, 2))`` would give
   370.56 / 98.65. A request time <= 0 is floored at 0.1 s in both (the peer's formulas divide by it).
+
+Two stages (ours, not the peer's): ``ORDER/BY@FRACTION`` keeps the first ``ceil(FRACTION * n)`` of the ``n``
+queued jobs by ``BY`` and commits ``ORDER``'s first among them (:func:`shortlist_order`).
 
 Backfill: ``+rlsbackfill`` selects the peer's simplified backfill (see :mod:`envs.peer_rls`; not EASY).
 """
@@ -51,6 +55,11 @@ def fcfs_key(job: PeerJob) -> int:
 def sjf_key(job: PeerJob) -> tuple[int, int]:
     """SJF: (request time, submit time) [s]."""
     return job.request, job.submit
+
+
+def saf_key(job: PeerJob) -> tuple[int, int]:
+    """SAF: (processors x request [processor-seconds], submit time [s])."""
+    return job.procs * job.request, job.submit
 
 
 def f1_key(job: PeerJob) -> float:
@@ -104,47 +113,75 @@ class _KeyCache(dict):
         return value
 
 
-def static_order(key: StaticKey) -> Choose:
-    """A ``choose`` that commits the first job of the queue with the smallest ``key`` (cached per job)."""
+QueueKeys = Callable[[Sequence[PeerJob], int], list]
+"""``keys(queue, now)``: an order's key of every queued job (smaller first)."""
+
+
+def _static_keys(key: StaticKey) -> QueueKeys:
     lookup = _KeyCache(key).__getitem__
+    return lambda queue, now: list(map(lookup, queue))
+
+
+def _dynamic_keys(key: DynamicKey) -> QueueKeys:
+    return lambda queue, now: [key(job, now) for job in queue]
+
+
+def _first(keys: QueueKeys) -> Choose:
+    """A ``choose`` that commits the first queued job with the smallest key."""
 
     def choose(queue: Sequence[PeerJob], now: int) -> int:
-        keys = list(map(lookup, queue))
-        return keys.index(min(keys))
+        values = keys(queue, now)
+        return values.index(min(values))
 
     return choose
+
+
+def static_order(key: StaticKey) -> Choose:
+    """A ``choose`` that commits the first job of the queue with the smallest ``key`` (cached per job)."""
+    return _first(_static_keys(key))
 
 
 def dynamic_order(key: DynamicKey) -> Choose:
     """A ``choose`` that commits the first job of the queue with the smallest ``key(job, now)``."""
+    return _first(_dynamic_keys(key))
+
+
+def shortlist_order(order: QueueKeys, by: QueueKeys, fraction: float) -> Choose:
+    """A two-stage order: the ``ceil(fraction * n)`` first of the ``n`` queued jobs by ``by`` (ties by queue
+    order), then among them the first by ``order`` (ties by queue order)."""
 
     def choose(queue: Sequence[PeerJob], now: int) -> int:
-        keys = [key(job, now) for job in queue]
-        return keys.index(min(keys))
+        first = by(queue, now)
+        keep = sorted(range(len(queue)), key=lambda i: (first[i], i))[: math.ceil(fraction * len(queue))]
+        values = order(queue, now)
+        return min(keep, key=lambda i: (values[i], i))
 
     return choose
 
 
-_ORDERS: dict[str, tuple[Callable[[], Choose], str]] = {
-    "fcfs": (lambda: static_order(fcfs_key), "first come first served: smallest submit time"),
-    "sjf": (lambda: static_order(sjf_key), "shortest job first: smallest request time, then submit time"),
-    "f1": (lambda: static_order(f1_key), "F1: smallest log10(request) * procs + 870 * log10(absolute submit)"),
+_ORDERS: dict[str, tuple[Callable[[], QueueKeys], str]] = {
+    "fcfs": (lambda: _static_keys(fcfs_key), "first come first served: smallest submit time"),
+    "sjf": (lambda: _static_keys(sjf_key), "shortest job first: smallest request time, then submit time"),
+    "f1": (lambda: _static_keys(f1_key), "F1: smallest log10(request) * procs + 870 * log10(absolute submit)"),
     "wfp3-peer": (
-        lambda: static_order(wfp3_peer_key),
+        lambda: _static_keys(wfp3_peer_key),
         "the peer's WFP3 with its bug (wait = -(submit + 1)): static, smallest ((s + 1) / r)^3 * n",
     ),
     "unicep-peer": (
-        lambda: static_order(unicep_peer_key),
+        lambda: _static_keys(unicep_peer_key),
         "the peer's UNICEP with its bug (wait = -(submit + 1)): static, about (s + 1) / (log2(n) * r)",
     ),
-    "wfp3": (lambda: dynamic_order(wfp3_key), "textbook WFP3: highest (wait / request)^3 * procs"),
+    "wfp3": (lambda: _dynamic_keys(wfp3_key), "textbook WFP3: highest (wait / request)^3 * procs"),
     "unicep": (
-        lambda: dynamic_order(unicep_key),
+        lambda: _dynamic_keys(unicep_key),
         "textbook UNICEP: highest wait / (log2(procs + 1e-15) * request); 1-processor jobs first once waiting",
     ),
+    "saf": (lambda: _static_keys(saf_key), "smallest area first: smallest procs * request, then submit time"),
 }
 
 RLS_DOCS: dict[str, str] = {name: doc for name, (_, doc) in _ORDERS.items()} | {
+    "ORDER/BY@FRACTION": "two stages: the first FRACTION of the queue by the order BY, then ORDER's first among "
+    "them (e.g. sjf/f1@0.5: the shortest job among the half of the queue that F1 ranks first)",
     _BACKFILL: "the peer's backfill (not EASY): a shadow time computed once per blocked job; queued jobs whose "
     "request ends strictly before it start if they fit now",
 }
@@ -152,10 +189,22 @@ RLS_DOCS: dict[str, str] = {name: doc for name, (_, doc) in _ORDERS.items()} | {
 
 
 def rls_policy(name: str) -> tuple[Choose, bool]:
-    """``(choose, backfill)`` for a name like ``fcfs``, ``sjf+rlsbackfill`` or ``rls:wfp3-peer+rlsbackfill``."""
+    """``(choose, backfill)`` for a name like ``fcfs``, ``sjf+rlsbackfill``, ``rls:wfp3-peer+rlsbackfill`` or the
+    two-stage ``sjf/f1@0.5`` (see :func:`shortlist_order`)."""
     text = name.strip().lower().removeprefix(_PREFIX)
-    order, plus, suffix = text.partition("+")
-    if order not in _ORDERS or (plus and suffix != _BACKFILL):
-        known = ", ".join(_ORDERS)
-        raise ConfigError(f"rls policy {name!r}: unknown; known orders: {known}, each optionally +{_BACKFILL}")
-    return _ORDERS[order][0](), bool(plus)
+    head, plus, suffix = text.partition("+")
+    order, slash, shortlist = head.partition("/")
+    by, at, fraction = shortlist.partition("@")
+    if order not in _ORDERS or (plus and suffix != _BACKFILL) or (slash and (by not in _ORDERS or not at)):
+        raise ConfigError(f"rls policy {name!r}: unknown; known orders: {', '.join(_ORDERS)}, each optionally "
+                          f"/BY@FRACTION (BY an order) and +{_BACKFILL}")
+    keys = _ORDERS[order][0]()
+    if not slash:
+        return _first(keys), bool(plus)
+    try:
+        share = float(fraction)
+    except ValueError:
+        raise ConfigError(f"rls policy {name!r}: fraction {fraction!r} is not a number") from None
+    if not 0 < share <= 1:
+        raise ConfigError(f"rls policy {name!r}: fraction must be in (0, 1], got {share}")
+    return shortlist_order(keys, _ORDERS[by][0](), share), bool(plus)

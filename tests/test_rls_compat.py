@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from baselines.rls import RLS_DOCS, rls_policy, sjf_key, static_order, unicep_peer_key, wfp3_peer_key
@@ -214,10 +215,43 @@ def test_rls_policy_parses_names_with_or_without_prefix(name):
 
 @pytest.mark.parametrize("name", ["easy", "fcfs+easy", "fcfs+rlsbackfill+x", "rls:"])
 def test_unknown_rls_policy_names_list_the_known_ones(name):
-    with pytest.raises(ConfigError, match="known orders: fcfs, sjf, f1, wfp3-peer, unicep-peer, wfp3, unicep"):
+    with pytest.raises(ConfigError, match="known orders: fcfs, sjf, f1, wfp3-peer, unicep-peer, wfp3, unicep, saf"):
         rls_policy(name)
 
 
 def test_every_order_and_the_backfill_have_a_one_line_doc():
-    assert set(RLS_DOCS) == {"fcfs", "sjf", "f1", "wfp3-peer", "unicep-peer", "wfp3", "unicep", "rlsbackfill"}
+    assert set(RLS_DOCS) == {"fcfs", "sjf", "f1", "wfp3-peer", "unicep-peer", "wfp3", "unicep", "saf",
+                             "ORDER/BY@FRACTION", "rlsbackfill"}
     assert all(doc and "\n" not in doc for doc in RLS_DOCS.values())
+
+
+# --- orders of ours in the peer's world: smallest area first and two-stage orders ----------------------------------
+
+def test_two_stage_orders_pick_by_hand():
+    # (submit, run, request, procs): areas 800, 640, 100, 320; requests 100, 10, 50, 20
+    queue = jobs_of((0, 1, 100, 8), (1, 1, 10, 64), (2, 1, 50, 2), (3, 1, 20, 16))
+    picks = {name: rls_policy(name)[0](queue, 10) for name in
+             ("sjf", "saf", "sjf/saf@0.5", "sjf/saf@0.75", "saf/sjf@0.25", "sjf/saf@0.01")}
+    # SAF's first half is {C, D}: SJF's first of them is D; three quarters add B, the shortest of all
+    assert picks == {"sjf": 1, "saf": 2, "sjf/saf@0.5": 3, "sjf/saf@0.75": 1, "saf/sjf@0.25": 1, "sjf/saf@0.01": 2}
+
+
+def test_two_stage_orders_reduce_to_one_stage_at_the_ends():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        queue = jobs_of(*[(int(rng.integers(0, 50)), 1, int(rng.integers(1, 30)), int(rng.integers(1, 9)))
+                          for _ in range(n)])
+        now = 60
+        for order, by in (("sjf", "f1"), ("f1", "saf"), ("wfp3", "sjf")):
+            assert rls_policy(f"{order}/{by}@1")[0](queue, now) == rls_policy(order)[0](queue, now)
+            assert rls_policy(f"{order}/{by}@1e-6")[0](queue, now) == rls_policy(by)[0](queue, now)
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("sjf/f1", "unknown"), ("sjf/nope@0.5", "unknown"), ("sjf/f1@0", "fraction must be"),
+    ("sjf/f1@1.5", "fraction must be"), ("sjf/f1@half", "not a number"), ("sjf/f1@0.5+easy", "unknown"),
+])
+def test_two_stage_order_names_are_checked(name, message):
+    with pytest.raises(ConfigError, match=message):
+        rls_policy(name)
