@@ -188,7 +188,7 @@ def test_model_policy_names_parse_with_and_without_a_shortlist_decoding(hand_tra
             parse_model_name(bad)
     with pytest.raises(ConfigError, match="peer-mode models"):
         run(RunSpec("runs/x/model.zip+sjf@0.5", "small", "tiny"))
-    with pytest.raises(ConfigError, match="expected PATH.zip"):  # a malformed suffix is named, not run as an order
+    with pytest.raises(ConfigError, match=r"expected PATH\.zip"):  # a malformed suffix is named, not run as an order
         run(RunSpec("rls:runs/x/model.zip+sjf", f"swf:{hand_trace}", None, 0, 1.0, (0, 4)))
 
 
