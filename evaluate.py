@@ -6,8 +6,9 @@
     python evaluate.py --suite gpu --workers 2 --json
 
 Workloads: a synthetic preset name or YAML path, or a trace as FORMAT:PATH (swf, philly, openb, tiresias). Policy
-names: ORDER[+BACKFILL][/PLACEMENT] or rls:ORDER[+rlsbackfill] (``python -m baselines`` lists them). The run
-folder (``--out``, default ``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json and the plots.
+names: ORDER[+BACKFILL][/PLACEMENT] or rls:ORDER[/BY@FRACTION][+rlsbackfill] (``python -m baselines`` lists them),
+a model's RUN/model.zip, or rls:RUN/model.zip[+ORDER@RATIO] for a peer-mode model. The run folder (``--out``,
+default ``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json and the plots.
 """
 
 from __future__ import annotations

@@ -52,8 +52,9 @@ def catalogue() -> str:
     """Every order, backfilling mode and placement rule, and the peer-compatible policies, one line each."""
     sections = [("Priority orders (ORDER)", ORDER_DOCS), ("Backfilling (+BACKFILL, default none)", BACKFILL_DOCS),
                 ("Placement rules (/PLACEMENT, default firstfit)", PLACEMENT_DOCS),
-                ("Peer compatibility (rls:ORDER[+rlsbackfill], SWF traces only)", RLS_DOCS)]
-    lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT], e.g. sjf+easy/topology; or rls:ORDER[+rlsbackfill]."]
+                ("Peer compatibility (rls:ORDER[/BY@FRACTION][+rlsbackfill], SWF traces only)", RLS_DOCS)]
+    lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT], e.g. sjf+easy/topology; "
+             "or rls:ORDER[/BY@FRACTION][+rlsbackfill]."]
     for title, docs in sections:
         lines.append(f"\n{title}:")
         width = max(map(len, docs))
