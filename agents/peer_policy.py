@@ -21,14 +21,15 @@ from pathlib import Path
 import numpy as np
 
 from agents.adapter import run_config
-from baselines.rls import rls_policy
+from baselines.rls import first_among, rls_policy
 from envs.errors import ConfigError
 from envs.peer_env import PeerEnvConfig, PeerSchedEnv
 from envs.peer_rls import PEER_SEED, SEQUENCE_COUNT, SEQUENCE_LENGTH, PeerEvaluation, PeerResult, peer_start_indices
 from envs.registration import PEER_ENV_ID
 
+_DECODING = r"(?P<order>[a-z0-9-]+)@(?P<ratio>[^@+]+)"  # ORDER@RATIO
 _MODEL_LIKE = re.compile(r".+?\.zip(?:\+.*)?")  # a model's name, possibly with a malformed decoding suffix
-_MODEL_NAME = re.compile(r"(?P<path>.+?\.zip)(?:\+(?P<order>[a-z0-9-]+)@(?P<ratio>[0-9.eE+-]+))?")
+_MODEL_NAME = re.compile(rf"(?P<path>.+?\.zip)(?:\+(?P<decode>{_DECODING}))?")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,18 @@ class Shortlist:
         if rls_policy(self.order)[1]:
             raise ConfigError(f"shortlist order {self.order!r}: an order only; the model keeps its backfill mode")
 
+    @classmethod
+    def parse(cls, text: str) -> Shortlist:
+        """The shortlist written ``ORDER@RATIO`` (e.g. ``sjf@0.3``)."""
+        match = re.fullmatch(_DECODING, text.strip())
+        if match is None:
+            raise ConfigError(f"decoding {text!r}: expected ORDER@RATIO (e.g. sjf@0.3)")
+        try:
+            ratio = float(match["ratio"])
+        except ValueError:
+            raise ConfigError(f"decoding {text!r}: ratio {match['ratio']!r} is not a number") from None
+        return cls(match["order"], ratio)
+
     @property
     def suffix(self) -> str:
         """The policy-name suffix that selects this decoding: ``+ORDER@RATIO``."""
@@ -59,13 +72,7 @@ def parse_model_name(name: str) -> tuple[str, Shortlist | None]:
     match = _MODEL_NAME.fullmatch(name.strip())
     if match is None:
         raise ConfigError(f"model policy {name!r}: expected PATH.zip or PATH.zip+ORDER@RATIO (e.g. +sjf@0.5)")
-    if match["order"] is None:
-        return match["path"], None
-    try:
-        ratio = float(match["ratio"])
-    except ValueError:
-        raise ConfigError(f"model policy {name!r}: ratio {match['ratio']!r} is not a number") from None
-    return match["path"], Shortlist(match["order"], ratio)
+    return match["path"], Shortlist.parse(match["decode"]) if match["decode"] else None
 
 
 def is_model_name(name: str) -> bool:
@@ -123,8 +130,7 @@ class PeerModelPolicy:
         with torch.no_grad():
             probs = self.model.policy.get_distribution(tensors, mask[None]).distribution.probs[0].cpu().numpy()
         near = np.flatnonzero(probs >= self.decode.ratio * probs.max())
-        visible = env.visible_jobs
-        return int(near[self._order([visible[i] for i in near], env.now)])
+        return int(first_among(self._order, env.visible_jobs, near, env.now))
 
 
 def evaluate_model_peer(policy: PeerModelPolicy, trace: str | Path, seed: int = PEER_SEED,

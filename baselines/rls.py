@@ -146,15 +146,20 @@ def dynamic_order(key: DynamicKey) -> Choose:
     return _first(_dynamic_keys(key))
 
 
-def shortlist_order(order: QueueKeys, by: QueueKeys, fraction: float) -> Choose:
+def first_among(order: Choose, queue: Sequence[PeerJob], keep: Sequence[int], now: int) -> int:
+    """The queue index of ``order``'s pick among the queued jobs at indices ``keep`` (ascending, so that ties still
+    go to the job earlier in the queue)."""
+    return keep[order([queue[i] for i in keep], now)]
+
+
+def shortlist_order(order: Choose, by: QueueKeys, fraction: float) -> Choose:
     """A two-stage order: the ``ceil(fraction * n)`` first of the ``n`` queued jobs by ``by`` (ties by queue
     order), then among them the first by ``order`` (ties by queue order)."""
 
     def choose(queue: Sequence[PeerJob], now: int) -> int:
         first = by(queue, now)
         keep = sorted(range(len(queue)), key=lambda i: (first[i], i))[: math.ceil(fraction * len(queue))]
-        values = order(queue, now)
-        return min(keep, key=lambda i: (values[i], i))
+        return first_among(order, queue, sorted(keep), now)
 
     return choose
 
@@ -198,13 +203,13 @@ def rls_policy(name: str) -> tuple[Choose, bool]:
     if order not in _ORDERS or (plus and suffix != _BACKFILL) or (slash and (by not in _ORDERS or not at)):
         raise ConfigError(f"rls policy {name!r}: unknown; known orders: {', '.join(_ORDERS)}, each optionally "
                           f"/BY@FRACTION (BY an order) and +{_BACKFILL}")
-    keys = _ORDERS[order][0]()
+    choose = _first(_ORDERS[order][0]())
     if not slash:
-        return _first(keys), bool(plus)
+        return choose, bool(plus)
     try:
         share = float(fraction)
     except ValueError:
         raise ConfigError(f"rls policy {name!r}: fraction {fraction!r} is not a number") from None
     if not 0 < share <= 1:
         raise ConfigError(f"rls policy {name!r}: fraction must be in (0, 1], got {share}")
-    return shortlist_order(keys, _ORDERS[by][0](), share), bool(plus)
+    return shortlist_order(choose, _ORDERS[by][0](), share), bool(plus)

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agents.adapter import CHECKPOINT_DIR, run_config  # noqa: E402
-from agents.peer_policy import PeerModelPolicy, Shortlist, evaluate_model_peer, parse_model_name  # noqa: E402
+from agents.peer_policy import PeerModelPolicy, Shortlist, evaluate_model_peer  # noqa: E402
 from envs.peer_env import PeerEnvConfig, peer_trace_once, training_starts  # noqa: E402
 
 VALIDATION_SEED = 7
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", type=float, default=58.64, help="score to count models below (default 58.64, "
                         "the published agent with the peer's backfill)")
     args = parser.parse_args(argv)
-    decode = parse_model_name(f"x.zip+{args.decode}")[1] if args.decode else None
+    decode = Shortlist.parse(args.decode) if args.decode else None
     jobs = []
     for run_dir in args.runs:
         starts = validation_starts(run_dir / "model.zip", args.validation, args.length)
