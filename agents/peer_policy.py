@@ -118,17 +118,22 @@ class PeerModelPolicy:
             obs, *_ = env.step(action)
         return env.result, latencies
 
-    def act(self, env: PeerSchedEnv, obs: dict[str, np.ndarray]) -> int:
-        """The action at ``env``'s current decision (``obs`` its observation)."""
-        mask = env.action_masks()
-        if self.decode is None:
-            action, _ = self.model.predict(obs, action_masks=mask, deterministic=True)
-            return int(action)
+    def probabilities(self, env: PeerSchedEnv, obs: dict[str, np.ndarray]) -> np.ndarray:
+        """The policy's masked probability of each action at ``env``'s current decision (``obs`` its
+        observation)."""
         import torch
 
         tensors = {k: torch.as_tensor(v[None], device=self.model.device) for k, v in obs.items()}
         with torch.no_grad():
-            probs = self.model.policy.get_distribution(tensors, mask[None]).distribution.probs[0].cpu().numpy()
+            distribution = self.model.policy.get_distribution(tensors, env.action_masks()[None]).distribution
+        return distribution.probs[0].cpu().numpy()
+
+    def act(self, env: PeerSchedEnv, obs: dict[str, np.ndarray]) -> int:
+        """The action at ``env``'s current decision (``obs`` its observation)."""
+        if self.decode is None:
+            action, _ = self.model.predict(obs, action_masks=env.action_masks(), deterministic=True)
+            return int(action)
+        probs = self.probabilities(env, obs)
         near = np.flatnonzero(probs >= self.decode.ratio * probs.max())
         return int(first_among(self._order, env.visible_jobs, near, env.now))
 

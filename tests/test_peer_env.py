@@ -161,6 +161,13 @@ def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trac
     # so SJF decides alone (windows of 6 jobs: the whole queue is visible in the 6 slots)
     top = PeerModelPolicy(model_path, decode=Shortlist("sjf", 1.0)).run_window(long_trace, 10, 20)[0]
     assert top.start_times == result.start_times
+    # the masked probabilities (the shortlist's and the sampling benchmark's input): a distribution over the
+    # allowed jobs whose most probable job is the default decoding's pick
+    env = policy.env(long_trace)
+    obs, _ = env.reset(options={"start": 10, "length": 20})
+    probs, mask = policy.probabilities(env, obs), env.action_masks()
+    assert probs.sum() == pytest.approx(1.0) and not probs[~mask].any() and mask.sum() > 1
+    assert int(np.argmax(probs)) == policy.act(env, obs)
     trace = PeerSchedEnv(trace=str(long_trace)).trace
     for start in (0, 17, 30):
         sjf = run_sequence(trace.jobs[start : start + 6], trace.machine, rls_policy("sjf")[0]).avg_bsld
