@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, default=3, help="seeded sampling draws per model (default 3)")
     parser.add_argument("--workers", type=int, default=2, help="parallel processes (default 2)")
     args = parser.parse_args(argv)
+    if args.draws < 1:
+        parser.error(f"--draws: at least 1 sampling draw, got {args.draws}")
     seeds: list[int | None] = [None, *range(args.draws)]
     jobs = [(path, seed) for path in args.models for seed in seeds]
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
