@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from envs import ConfigError
+from envs.core import ConfigError
 from evaluation.aggregate import markdown_table
 from evaluation.backends import BACKENDS, execute
 from evaluation.report import write_run_folder

@@ -6,19 +6,18 @@ the first K pending jobs and the P placement rules' candidates, exactly as in tr
 
 from __future__ import annotations
 
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
-from envs import ConfigError, EnvConfig, View
-from envs.observation import ObservationEncoder
+from envs.core import ConfigError, RuntimeConfig
+from envs.gymenv import EnvConfig
+from envs.gymenv.actions import action_mask, decode_action
+from envs.gymenv.observation import ObservationEncoder
 from envs.placement import PLACEMENT_RULES
-from envs.policy import WAIT, Action, Start
 from envs.registration import PEER_ENV_ID
-from envs.runtime import RuntimeConfig
+from envs.sim import WAIT, Action, Start, View
 
 CONFIG_FILE = "config.yaml"
 """The run folder's resolved configuration; its ``env`` section is the EnvConfig the model was trained with."""
@@ -36,7 +35,7 @@ class ModelPolicy:
         self.config = env_config
         self.model = MaskablePPO.load(str(model_path), device=device)
         self._rules = [PLACEMENT_RULES[name] for name in env_config.placement_rules]
-        self._runtime = RuntimeConfig() if env_config.runtime_model == "full" else RuntimeConfig.rigid()
+        self._runtime = RuntimeConfig.named(env_config.runtime_model)
         self._encoder: ObservationEncoder | None = None
 
     def reset(self) -> None:
@@ -53,21 +52,17 @@ class ModelPolicy:
             if trained != here:
                 raise ConfigError(f"model {self.name}: trained on observations {trained}; cluster "
                                   f"{view.cluster.name!r} gives {here} (evaluate it on the cluster it was trained on)")
-        slot_jobs = list(islice(view.pending.values(), self.config.slots))
+        slot_jobs = self._encoder.visible(view)
         plans = self._encoder.plan(view, slot_jobs)
-        mask = np.zeros(self.config.n_actions, dtype=bool)
-        p = len(self._rules)
-        for slot, plan in enumerate(plans):
-            for rule, gpus in enumerate(plan):
-                mask[slot * p + rule] = gpus is not None
-        if not mask.any():
+        mask = action_mask(self.config, plans, view.events_left)
+        if not mask[:-1].any():
             return WAIT
-        mask[-1] = self.config.wait_legal(view.events_left, can_start=True)  # as in the env
         obs = self._encoder.encode(view, slot_jobs, plans)
         action, _ = self.model.predict(obs, action_masks=mask, deterministic=True)
-        slot, rule = divmod(int(action), p)
-        if int(action) == self.config.n_actions - 1:
+        start = decode_action(self.config, int(action))
+        if start is None:
             return WAIT
+        slot, rule = start
         return Start(slot_jobs[slot].job_id, plans[slot][rule])
 
 

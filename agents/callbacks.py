@@ -11,10 +11,10 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from baselines import make
-from envs import simulate
-from envs.metrics import summarize
-from envs.peer_env import PeerSchedEnv
-from envs.peer_rls import run_sequence
+from envs.core.metrics import summarize
+from envs.peer.engine import run_sequence
+from envs.peer.env import PeerSchedEnv
+from envs.sim import simulate
 
 EVAL_KEYS = ("mean_wait_s", "mean_bsld", "utilization")
 """Metrics logged under ``eval/`` (the model) and ``eval/heuristic_`` (the best heuristic on the same episodes);

@@ -19,9 +19,9 @@ import torch
 
 from baselines.registry import make, parse
 from baselines.rls import rls_policy
-from envs.gym_env import GPUClusterEnv
-from envs.peer_env import PeerSchedEnv
-from envs.policy import Start
+from envs.gymenv.env import GPUClusterEnv
+from envs.peer.env import PeerSchedEnv
+from envs.sim.policy import Start
 
 Teacher = Callable[[Any], int]
 """``teacher(env) -> action``: a legal action of the unwrapped env at its current decision point; a teacher with

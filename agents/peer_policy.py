@@ -1,6 +1,6 @@
 """A model trained on the peer-mode env (``gpusched/RLSched-v0``) as a peer policy: ``rls:RUN/model.zip``.
 
-The model decides through :class:`envs.peer_env.PeerSchedEnv` itself (same observation, same engine), on any
+The model decides through :class:`envs.peer.env.PeerSchedEnv` itself (same observation, same engine), on any
 window of an SWF trace; it uses the backfill mode it was trained with. The evaluation harness runs it beside the
 ``rls:`` heuristics, and :func:`evaluate_model_peer` runs the peer's protocol (10 sequences of 1024 jobs).
 
@@ -22,9 +22,9 @@ import numpy as np
 
 from agents.adapter import run_config
 from baselines.rls import first_among, rls_policy
-from envs.errors import ConfigError
-from envs.peer_env import PeerEnvConfig, PeerSchedEnv
-from envs.peer_rls import PEER_SEED, SEQUENCE_COUNT, SEQUENCE_LENGTH, PeerEvaluation, PeerResult, peer_start_indices
+from envs.core.errors import ConfigError
+from envs.peer.engine import PEER_SEED, SEQUENCE_COUNT, SEQUENCE_LENGTH, PeerEvaluation, PeerResult, peer_start_indices
+from envs.peer.env import PeerEnvConfig, PeerSchedEnv
 from envs.registration import PEER_ENV_ID
 
 _DECODING = r"(?P<order>[a-z0-9-]+)@(?P<ratio>[^@+]+)"  # ORDER@RATIO
@@ -140,6 +140,6 @@ class PeerModelPolicy:
 
 def evaluate_model_peer(policy: PeerModelPolicy, trace: str | Path, seed: int = PEER_SEED,
                         count: int = SEQUENCE_COUNT, length: int = SEQUENCE_LENGTH) -> PeerEvaluation:
-    """The peer's evaluation protocol (same windows as :func:`envs.peer_rls.evaluate_peer`) for a model."""
+    """The peer's evaluation protocol (same windows as :func:`envs.peer.engine.evaluate_peer`) for a model."""
     starts = peer_start_indices(len(policy.env(trace).trace.jobs), seed, count, length)
     return PeerEvaluation(starts, tuple(policy.run_window(trace, s, length)[0] for s in starts))

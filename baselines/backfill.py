@@ -17,15 +17,13 @@ Requested wall times are the only durations used: the true runtime is never look
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import numpy as np
 
-from envs.job import Job
-from envs.placement import PlacementRule
-from envs.policy import WAIT, Action, Start
-from envs.profile import AvailabilityProfile, easy_backfill
-from envs.view import View
+from baselines.orders import Order
+from envs.core.job import Job
+from envs.sim.policy import WAIT, Action, Start
+from envs.sim.profile import AvailabilityProfile, easy_backfill
+from envs.sim.view import PlacementRule, View
 
 BACKFILL_DOCS = {
     "none": "no backfilling: a blocked top-ranked job blocks everyone",
@@ -34,16 +32,6 @@ BACKFILL_DOCS = {
     "greedy": "no reservation (list scheduling): every job that fits now starts, in rank order; large jobs may starve",
 }
 """Backfilling modes and what they do."""
-
-
-class Order(Protocol):
-    """A priority order: the pending jobs, highest priority first."""
-
-    name: str
-
-    def reset(self) -> None: ...
-
-    def rank(self, view: View) -> list[Job]: ...
 
 
 class Scheduler:

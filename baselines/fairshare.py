@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from envs.errors import ConfigError
-from envs.job import Job, JobState
-from envs.view import View
+from envs.core.errors import ConfigError
+from envs.core.job import Job, JobState
+from envs.sim.view import View
 
 DAY_S = 86_400.0
 DEFAULT_HALF_LIFE_S = 7 * DAY_S  # Slurm's PriorityDecayHalfLife default (7-0) [s]

@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
 from baselines.fairshare import DAY_S, DEFAULT_HALF_LIFE_S, FairShare
-from envs.errors import ConfigError
-from envs.job import Job
-from envs.view import View
+from envs.core.errors import ConfigError
+from envs.core.job import Job
+from envs.sim.view import View
 
 MIN_TIME_S = 0.1
 """Floor of req and submit wherever a key divides by them or takes their log [s]."""

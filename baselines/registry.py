@@ -1,7 +1,7 @@
 """Policy names: ``ORDER[+BACKFILL][/PLACEMENT]`` for our own schedulers, ``rls:...`` for the peer-compatible ones.
 
 Examples: ``fcfs`` (= ``fcfs+none/firstfit``), ``sjf+easy``, ``fairshare+conservative/topology``,
-``rls:wfp3-peer+rlsbackfill``. Names are case-insensitive; unknown parts raise :class:`~envs.errors.ConfigError`
+``rls:wfp3-peer+rlsbackfill``. Names are case-insensitive; unknown parts raise :class:`~envs.core.errors.ConfigError`
 listing the known ones.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 from baselines.backfill import BACKFILL_DOCS, Scheduler
 from baselines.orders import ORDER_DOCS, make_order
 from baselines.rls import RLS_DOCS, rls_policy
-from envs.errors import ConfigError
+from envs.core.errors import ConfigError
 from envs.placement import PLACEMENT_DOCS, get_placement_rule
 
 RLS_PREFIX = "rls:"
@@ -38,7 +38,7 @@ def make(name: str, **order_params: Any) -> Any:
     """The policy called ``name``; ``order_params`` go to the order (e.g. ``half_life_s`` for fair share).
 
     Our own names give a :class:`~baselines.backfill.Scheduler` (the common policy protocol, run on
-    :class:`envs.simulator.Simulator`); ``rls:`` names give a peer policy, run on :mod:`envs.peer_rls`.
+    :class:`envs.sim.simulator.Simulator`); ``rls:`` names give a peer policy, run on :mod:`envs.peer.engine`.
     """
     if name.strip().lower().startswith(RLS_PREFIX):
         return rls_policy(name.strip()[len(RLS_PREFIX):])

@@ -1,4 +1,4 @@
-"""Job orders for the peer compatibility mode (:mod:`envs.peer_rls`): RLScheduler's heuristics, job for job.
+"""Job orders for the peer compatibility mode (:mod:`envs.peer.engine`): RLScheduler's heuristics, job for job.
 
 Each order is a ``choose(queue, now)`` callback: the stable arg-min of a key over the queue (smaller key first;
 ties go to the job earlier in the queue, i.e. earlier in the trace). Notation: ``s`` = absolute submit time [s],
@@ -21,7 +21,7 @@ ties go to the job earlier in the queue, i.e. earlier in the trace). Notation: `
 Two stages (ours, not the peer's): ``ORDER/BY@FRACTION`` keeps the first ``ceil(FRACTION * n)`` of the ``n``
 queued jobs by ``BY`` and commits ``ORDER``'s first among them (:func:`shortlist_order`).
 
-Backfill: ``+rlsbackfill`` selects the peer's simplified backfill (see :mod:`envs.peer_rls`; not EASY).
+Backfill: ``+rlsbackfill`` selects the peer's simplified backfill (see :mod:`envs.peer.engine`; not EASY).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from envs.errors import ConfigError
-from envs.peer_rls import Choose
-from envs.workload.swf_peer import PeerJob
+from envs.core.errors import ConfigError
+from envs.peer.engine import Choose
+from envs.peer.swf import PeerJob
 
 StaticKey = Callable[[PeerJob], object]
 DynamicKey = Callable[[PeerJob, int], float]

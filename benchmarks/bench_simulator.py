@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 
 from baselines import FifoFirstFit
-from envs import ClusterSpec, RuntimeConfig, simulate
-from envs.cluster import swf_machine
-from envs.presets import cluster_from_dict
+from envs.core import ClusterSpec, RuntimeConfig
+from envs.core.cluster import swf_machine
+from envs.core.presets import cluster_from_dict
+from envs.sim import simulate
 from envs.workload import Workload, load_swf
 from envs.workload.synthetic import generate, load_workload_config
 

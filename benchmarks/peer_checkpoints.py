@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from agents.adapter import CHECKPOINT_DIR, run_config  # noqa: E402
 from agents.peer_policy import PeerModelPolicy, Shortlist, evaluate_model_peer  # noqa: E402
-from envs.peer_env import PeerEnvConfig, peer_trace_once, training_starts  # noqa: E402
+from envs.peer.env import PeerEnvConfig, peer_trace_once, training_starts  # noqa: E402
 
 VALIDATION_SEED = 7
 """Seed of the validation sequences' draw (fixed, so every model sees the same ones)."""

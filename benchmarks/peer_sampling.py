@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agents.peer_policy import PeerModelPolicy, evaluate_model_peer  # noqa: E402
-from envs.peer_env import PeerSchedEnv  # noqa: E402
+from envs.peer.env import PeerSchedEnv  # noqa: E402
 
 
 class SampledPolicy(PeerModelPolicy):

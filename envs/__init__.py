@@ -1,23 +1,21 @@
-"""The simulated world: cluster, jobs, workloads and trace loaders, placement, simulator, metrics."""
+"""gpusched's simulated world, in layers that import only downwards:
 
-from envs.cluster import MILLI_PER_GPU, ClusterSpec, NodeSpec
-from envs.env_config import EnvConfig
-from envs.errors import ActionRefused, ConfigError, GpuschedError, JobSpecError, SimulationStalled, TraceFormatError
-from envs.gym_env import GPUClusterEnv
-from envs.job import Job, JobState, RefusalReason, RejectReason
-from envs.joblog import JobLog, JobRecord, TopologyLevel
-from envs.policy import WAIT, Action, Policy, Start, Wait
-from envs.presets import load_cluster
+- :mod:`envs.core`: the world's nouns (errors, GPU types, clusters and presets, jobs, allocations, caches, the
+  runtime model, the job log, metrics);
+- :mod:`envs.workload`: the job table, the synthetic generator, the trace loaders and the inspector;
+- :mod:`envs.scenario`: spec strings (``swf:PATH``, preset names, ``auto``) into a cluster, a workload and a
+  runtime model;
+- :mod:`envs.sim`: the event engine (simulator, state, view, policy protocol, availability profile, ``simulate``);
+- :mod:`envs.placement`: the placement rules and their registry;
+- :mod:`envs.gymenv`: the Gymnasium env over the simulator; :mod:`envs.peer`: the RLScheduler-compatible engine
+  and its env.
+
+``import envs`` registers the ``gpusched/`` env ids with Gymnasium (string entry points: no env module is
+imported until an env is made) and imports nothing else.
+"""
+
 from envs.registration import register_envs
-from envs.runtime import RuntimeConfig
-from envs.simulator import Simulator, simulate
-from envs.view import RunningJob, View
 
 register_envs()
 
-__all__ = [
-    "MILLI_PER_GPU", "WAIT", "Action", "ActionRefused", "ClusterSpec", "ConfigError", "EnvConfig", "GPUClusterEnv",
-    "GpuschedError", "Job", "JobLog", "JobRecord", "JobSpecError", "JobState", "NodeSpec", "Policy",
-    "RefusalReason", "RejectReason", "RunningJob", "RuntimeConfig", "SimulationStalled", "Simulator", "Start",
-    "TopologyLevel", "TraceFormatError", "View", "Wait", "load_cluster", "register_envs", "simulate",
-]
+__all__ = ["register_envs"]

@@ -12,7 +12,8 @@ from typing import Any
 
 import gymnasium as gym
 
-ENTRY_POINT = "envs.gym_env:GPUClusterEnv"
+ENTRY_POINT = "envs.gymenv.env:GPUClusterEnv"
+PEER_ENTRY_POINT = "envs.peer.env:PeerSchedEnv"
 MAX_EPISODE_STEPS = 20_000  # truncation; an M = 256 episode takes about M starts plus a few hundred waits
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -34,13 +35,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 PEER_ENV_ID = "gpusched/RLSched-v0"
-"""RL batch scheduling in the peer compatibility mode (:class:`envs.peer_env.PeerSchedEnv`; give trace=PATH)."""
+"""RL batch scheduling in the peer compatibility mode (:class:`envs.peer.env.PeerSchedEnv`; give trace=PATH)."""
+
+ENV_IDS = (*VARIANTS, PEER_ENV_ID)
+"""Every id :func:`register_envs` registers."""
 
 
 def register_envs() -> None:
     """Register every variant, and the peer-mode env, with Gymnasium (idempotent)."""
     if PEER_ENV_ID not in gym.registry:
-        gym.register(id=PEER_ENV_ID, entry_point="envs.peer_env:PeerSchedEnv")
+        gym.register(id=PEER_ENV_ID, entry_point=PEER_ENTRY_POINT)
     for env_id, kwargs in VARIANTS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"variant": dict(kwargs)},

@@ -1,7 +1,7 @@
 """Aggregate per-run result rows over seeds (SPEC §9): means, bootstrap 95 % confidence intervals, a Markdown table.
 
 A *row* is the flat dict of one run (policy × workload × seed × load): the identifying keys :data:`ID_KEYS` plus
-every key of :func:`envs.metrics.summarize` and the run keys of :data:`RUN_KEYS_DOC`. :func:`aggregate` turns the
+every key of :func:`envs.core.metrics.summarize` and the run keys of :data:`RUN_KEYS_DOC`. :func:`aggregate` turns the
 rows into one *summary entry* per (policy, workload), whose fields :data:`SUMMARY_FIELDS_DOC` documents; the units of
 every metric are in :data:`METRIC_KEYS_DOC`.
 
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from envs.metrics import METRIC_DOCS
+from envs.core.metrics import METRIC_DOCS
 
 ID_KEYS = ("policy", "workload", "cluster", "seed", "load")
 """Keys of a row that identify the run; every other key is a numeric metric."""
@@ -38,7 +38,7 @@ RUN_KEYS_DOC: dict[str, str] = {
     "decision_p99_us": "99th percentile of the wall-clock latency of one policy decision [µs]",
     "sim_wall_s": "wall-clock time of the whole simulation run [s]",
 }
-"""Metric keys of a row that the harness adds to :func:`envs.metrics.summarize`'s (wall-clock, not simulated)."""
+"""Metric keys of a row that the harness adds to :func:`envs.core.metrics.summarize`'s (wall-clock, not simulated)."""
 
 METRIC_KEYS_DOC: dict[str, str] = {**METRIC_DOCS, **RUN_KEYS_DOC}
 """Every metric key of a row (and of a summary entry's ``metrics`` and ``ci95``), with its meaning and unit."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from envs import ConfigError
+from envs.core import ConfigError
 from evaluation.runner import RunSpec, run
 
 Result = tuple[dict[str, Any], dict[str, Any], dict[str, float]]

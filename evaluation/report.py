@@ -3,7 +3,7 @@
 
 ``summary.json`` = ``{"results": [{"policy", "workload", "cluster", "n_seeds", "metrics": {...}, "ci95": {...}}],
 "decision_latency_us": {policy: {"p50", "p99"}}, "metric_docs": {key: meaning and unit}, "runs": n}``; the metric
-keys and their units are those of :data:`envs.metrics.METRIC_DOCS` (``mean_wait_s``, ``p95_wait_s``,
+keys and their units are those of :data:`envs.core.metrics.METRIC_DOCS` (``mean_wait_s``, ``p95_wait_s``,
 ``mean_bsld``, ``mean_jct_s``, ``utilization``, ``makespan_s``, ...).
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.metrics import METRIC_DOCS
+from envs.core.metrics import METRIC_DOCS
 from evaluation.aggregate import aggregate, group_by
 
 

@@ -18,15 +18,12 @@ import numpy as np
 from agents.peer_policy import is_model_name, parse_model_name
 from baselines import make
 from baselines.registry import RLS_PREFIX
-from envs import ClusterSpec, ConfigError, Job, JobLog, JobRecord, JobState, RuntimeConfig, View, load_cluster, simulate
-from envs.episodes import load_trace_once, natural_cluster
-from envs.metrics import summarize
-from envs.peer_env import peer_trace_once
-from envs.peer_rls import run_sequence
-from envs.policy import Action, Policy
-from envs.workload import TRACE_FORMATS, Workload
-from envs.workload.swf_peer import PeerTrace
-from envs.workload.synthetic import generate, load_workload_config
+from envs.core import ConfigError, JobLog, summarize
+from envs.peer.engine import run_sequence
+from envs.peer.joblog import peer_log
+from envs.peer.swf import PeerTrace, peer_trace_once
+from envs.scenario import scenario, trace_spec
+from envs.sim import Action, Policy, View, simulate
 
 GANTT_MAX_JOBS = 300
 """Runs with at most this many jobs keep per-job GPU intervals for a Gantt chart."""
@@ -50,8 +47,8 @@ class RunSpec:
         """The workload's name in result tables."""
         if self.label:
             return self.label
-        fmt, colon, path = self.workload.partition(":")
-        name = Path(path).name if colon and fmt in TRACE_FORMATS else self.workload
+        trace = trace_spec(self.workload)
+        name = trace.name if trace is not None else self.workload
         window = f"[{self.window[0]}:{self.window[0] + self.window[1]}]" if self.window else ""
         load = f"@{self.load:g}" if self.load != 1.0 else ""
         return f"{name}{window}{load}"
@@ -82,9 +79,9 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
     if spec.policy.strip().lower().startswith(RLS_PREFIX):
         log, latencies = _run_peer(spec)
     else:
-        cluster, workload, runtime = resolve(spec)
+        world = scenario(spec.workload, spec.cluster, spec.seed, spec.load, spec.window)
         policy = TimedPolicy(_policy(spec.policy))
-        log = simulate(cluster, workload, policy, runtime)
+        log = simulate(world.cluster, world.workload, policy, world.runtime)
         latencies = policy.latencies_s
     p50, p99 = np.percentile(latencies, [50, 99]) * 1e6 if latencies else (0.0, 0.0)
     row = {"policy": spec.policy, "workload": spec.workload_label, "cluster": log.cluster_name, "seed": spec.seed,
@@ -104,31 +101,12 @@ def _policy(name: str) -> Policy:
     return make(name)
 
 
-def resolve(spec: RunSpec) -> tuple[ClusterSpec, Workload, RuntimeConfig]:
-    """The cluster, job table and runtime model of a (non-peer) run."""
-    fmt, colon, path = spec.workload.partition(":")
-    if colon and fmt in TRACE_FORMATS:
-        workload = load_trace_once(path, fmt)
-        if spec.window:
-            workload = workload.window(*spec.window, rebase=False)
-        if spec.load != 1.0:
-            workload = workload.scale_load(spec.load)
-        cluster = load_cluster(spec.cluster) if spec.cluster else natural_cluster(fmt, path, workload)
-        return cluster, workload, RuntimeConfig.rigid() if fmt == "swf" else RuntimeConfig()
-    cluster = load_cluster(spec.cluster or "hetero-64")
-    config = load_workload_config(spec.workload)
-    if spec.load != 1.0:
-        from dataclasses import replace
-
-        config = replace(config, target_load=config.target_load * spec.load)
-    return cluster, generate(config, seed=spec.seed, capacity_gpus=cluster.n_gpus), RuntimeConfig()
-
-
 def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
     """A ``rls:`` policy on the peer-compatible engine, logged like a simulator run (GPU = processor)."""
-    fmt, _, path = spec.workload.partition(":")
-    if fmt != "swf" or not spec.window:
+    trace_ref = trace_spec(spec.workload)
+    if trace_ref is None or trace_ref.fmt != "swf" or not spec.window:
         raise ConfigError(f"policy {spec.policy!r}: rls: policies replay windows of SWF traces (swf:PATH)")
+    path = trace_ref.path
     trace = peer_trace_once(str(Path(path).resolve()))
     start, length = spec.window
     if start < 0 or length < 1 or start + length > len(trace.jobs):
@@ -139,17 +117,7 @@ def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
         result, latencies = _peer_model(name).run_window(path, start, length)
     else:
         result, latencies = _run_peer_heuristic(spec.policy, jobs, trace)
-    records = []
-    for job, start_s in zip(jobs, result.start_times, strict=True):
-        spec_job = Job(job.job_id, float(job.submit), float(job.run), float(max(job.request, 1)),
-                       n_gpus=max(job.procs, 1))
-        records.append(JobRecord(job=spec_job, state=JobState.COMPLETED, start_time_s=float(start_s),
-                                 finish_time_s=float(start_s + job.run), speed=1.0, topology_factor=1.0))
-    total = round(trace.machine.nodes * trace.machine.procs_per_node)
-    busy = sum(r.job.gpu_share * r.run_s for r in records)
-    log = JobLog(cluster_name=f"peer:{trace.machine.nodes}x{trace.machine.procs_per_node:g}", total_gpus=total,
-                 records=tuple(records), busy_gpu_s=busy, idle_gpu_s_while_pending=0.0, fragmented_gpu_s=0.0)
-    return log, latencies
+    return peer_log(jobs, result, trace.machine), latencies
 
 
 @lru_cache(maxsize=4)
@@ -162,7 +130,7 @@ def _peer_model(name: str) -> Any:
 
 
 def _run_peer_heuristic(name: str, jobs: Any, trace: PeerTrace) -> tuple[Any, list[float]]:
-    """An ``rls:`` heuristic on a window: its :class:`~envs.peer_rls.PeerResult` and decision latencies [s]."""
+    """An ``rls:`` heuristic on a window: its :class:`~envs.peer.engine.PeerResult` and decision latencies [s]."""
     choose, backfill = make(name)
     latencies: list[float] = []
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from envs import ConfigError
-from envs.peer_rls import peer_start_indices
-from envs.workload import TRACE_FORMATS
-from envs.workload.swf_peer import load_swf_peer
+from envs.core import ConfigError
+from envs.peer.engine import peer_start_indices
+from envs.peer.swf import load_swf_peer
+from envs.scenario import trace_spec
 from evaluation.runner import RunSpec
 
 SUITES = ("default", "gpu", "rlscheduler")
@@ -45,7 +45,7 @@ def suite_specs(suite: str, policies: Sequence[str] | None = None, workloads: Se
     if suite == "default":
         specs = []
         for w in workloads or ("default",):
-            trace = w.partition(":")[0] in TRACE_FORMATS
+            trace = trace_spec(w) is not None
             runs = list(enumerate((s, length) for s in starts)) if starts and trace else [(s, None) for s in seeds]
             specs += [RunSpec(p, w, cluster, seed, load, window) for load in loads for seed, window in runs
                       for p in (policies or MAIN_HEURISTICS)]
@@ -64,9 +64,10 @@ def _gpu(policies: Sequence[str], workloads: Sequence[str], cluster: str | None,
         raise ConfigError("suite gpu: give --workload philly:PATH and/or openb:PATH (no shared traces found)")
     specs = []
     for trace in traces:
-        fmt = trace.partition(":")[0]
-        if fmt not in GPU_WINDOWS:
+        spec = trace_spec(trace)
+        if spec is None or spec.fmt not in GPU_WINDOWS:
             raise ConfigError(f"suite gpu: {trace!r} is not a philly: or openb: trace")
+        fmt = spec.fmt
         specs += [RunSpec(p, trace, cluster or GPU_CLUSTERS[fmt], 0, GPU_LOADS[fmt] * load, GPU_WINDOWS[fmt])
                   for load in loads for p in policies]
     return specs
@@ -74,14 +75,15 @@ def _gpu(policies: Sequence[str], workloads: Sequence[str], cluster: str | None,
 
 def _rlscheduler(policies: Sequence[str] | None, workloads: Sequence[str], starts: Sequence[int] | None,
                  length: int) -> list[RunSpec]:
-    if len(workloads) != 1 or not workloads[0].startswith("swf:"):
+    spec = trace_spec(workloads[0]) if len(workloads) == 1 else None
+    if spec is None or spec.fmt != "swf":
         raise ConfigError("suite rlscheduler: give exactly one --workload swf:PATH")
     trace = workloads[0]
     if starts is None:
-        starts = peer_start_indices(len(load_swf_peer(trace[4:]).jobs), length=length)
+        starts = peer_start_indices(len(load_swf_peer(spec.path).jobs), length=length)
     if policies is None:
         policies = [f"rls:{o}{b}" for o in PEER_ORDERS for b in ("", "+rlsbackfill")]
         policies += [f"{o}+{b}" for o in OUR_ORDERS for b in ("easy", "conservative")]
-    label = f"{Path(trace[4:]).name}[{len(starts)}x{length}]"
+    label = f"{spec.name}[{len(starts)}x{length}]"
     return [RunSpec(p, trace, None, i, 1.0, (start, length), label) for p in policies
             for i, start in enumerate(starts)]

@@ -11,8 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from baselines.registry import make
-from envs import Job, RuntimeConfig, load_cluster, simulate
-from envs.presets import cluster_from_dict
+from envs.core import Job, RuntimeConfig
+from envs.core.presets import cluster_from_dict
+from envs.scenario import load_cluster
+from envs.sim import simulate
 
 RIGID = RuntimeConfig.rigid()
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from envs import ConfigError, load_cluster
-from envs.cache import LRUCache
-from envs.presets import cluster_from_dict, preset_names
+from envs.core import ConfigError
+from envs.core.cache import LRUCache
+from envs.core.presets import cluster_from_dict, preset_names
+from envs.scenario import load_cluster
 
 
 def test_lru_evicts_least_recently_used_and_survives_float_round_off():

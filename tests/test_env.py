@@ -13,7 +13,7 @@ from sb3_contrib.common.maskable.utils import get_action_masks
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-import envs
+from envs.core import ConfigError
 from envs.registration import VARIANTS
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -125,17 +125,17 @@ def test_render_ansi_draws_queue_and_nodes():
 
 
 def test_unknown_config_key_is_an_error_naming_it():
-    with pytest.raises(envs.ConfigError, match=r"env\.slotz"):
+    with pytest.raises(ConfigError, match=r"env\.slotz"):
         gym.make("gpusched/GPUCluster-Tiny-v0", slotz=3)
 
 
 def test_trace_variant_without_a_path_says_what_to_give():
-    with pytest.raises(envs.ConfigError, match="swf: needs a trace path"):
+    with pytest.raises(ConfigError, match="swf: needs a trace path"):
         gym.make("gpusched/SWF-v0")
 
 
 def test_config_object_dict_and_kwargs_all_configure_the_env():
-    from envs import EnvConfig
+    from envs.gymenv import EnvConfig
 
     by_object = gym.make("gpusched/GPUCluster-Tiny-v0", config=EnvConfig(cluster="tiny", workload="small", slots=3))
     by_dict = gym.make("gpusched/GPUCluster-Tiny-v0", config={"slots": 3})
@@ -143,5 +143,5 @@ def test_config_object_dict_and_kwargs_all_configure_the_env():
     assert by_object.action_space.n == by_dict.action_space.n == 3 * 3 + 1
     assert by_kwargs.action_space.n == 3 * 1 + 1
     assert by_kwargs.observation_space["jobs"].shape == (3, 12)
-    with pytest.raises(envs.ConfigError, match="placement_rules"):
+    with pytest.raises(ConfigError, match="placement_rules"):
         gym.make("gpusched/GPUCluster-Tiny-v0", placement_rules=("bestest",))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the ids)
-from envs import ActionRefused
-from envs.placement import usable_gpu_mask, usable_gpus_per_node
+from envs.core import ActionRefused
+from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
 
 
 def masked_random_episode(env: gym.Env, rng: np.random.Generator, check_masks: bool = False) -> tuple[dict, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.metrics import METRIC_DOCS
+from envs.core.metrics import METRIC_DOCS
 from evaluation.aggregate import (
     ID_KEYS,
     METRIC_KEYS_DOC,

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from envs.job import Job, JobState, RejectReason
-from envs.joblog import JobLog, JobRecord
-from envs.metrics import METRIC_DOCS, bounded_slowdown, jain_index, summarize
+from envs.core.job import Job, JobState, RejectReason
+from envs.core.joblog import JobLog, JobRecord
+from envs.core.metrics import METRIC_DOCS, bounded_slowdown, jain_index, summarize
 
 TIGHT = 1e-12
 

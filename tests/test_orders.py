@@ -26,9 +26,10 @@ from baselines.orders import (
     Wfp3,
     make_order,
 )
-from envs import ConfigError, Job, RuntimeConfig, Simulator
+from envs.core import ConfigError, Job, RuntimeConfig
+from envs.core.presets import cluster_from_dict
 from envs.placement import first_fit
-from envs.presets import cluster_from_dict
+from envs.sim import Simulator
 
 RIGID = RuntimeConfig.rigid()
 ONE_NODE = cluster_from_dict({"name": "one", "node_groups": [{"count": 1, "gpu_type": "A100-40GB", "gpus": 8}]})

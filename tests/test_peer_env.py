@@ -17,9 +17,9 @@ import envs  # noqa: F401  (registers the ids)
 from agents.imitation import PeerTeacher
 from agents.peer_policy import PeerModelPolicy, Shortlist, evaluate_model_peer, parse_model_name
 from baselines.rls import rls_policy
-from envs.errors import ConfigError
-from envs.peer_env import PeerEnvConfig, PeerSchedEnv, training_starts
-from envs.peer_rls import evaluate_peer, peer_start_indices, run_sequence
+from envs.core.errors import ConfigError
+from envs.peer.engine import evaluate_peer, peer_start_indices, run_sequence
+from envs.peer.env import PeerEnvConfig, PeerSchedEnv, training_starts
 from evaluation.runner import RunSpec, run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,10 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_simulator_properties import random_state
 
-from envs import Job, Simulator, load_cluster
-from envs.placement import PLACEMENT_DOCS, PLACEMENT_RULES, pack, usable_gpu_mask, usable_gpus_per_node
-from envs.placement_extra import DEFAULT_MIX, fragmentation, locality
-from envs.presets import cluster_from_dict
+from envs.core import Job
+from envs.core.presets import cluster_from_dict
+from envs.placement import PLACEMENT_DOCS, PLACEMENT_RULES, pack
+from envs.placement.aware import DEFAULT_MIX, fragmentation, locality
+from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
+from envs.scenario import load_cluster
+from envs.sim import Simulator
 
 PROBE = 100  # job id of the job a rule is asked about
 IMAGENET = {"dataset_id": "imagenet", "dataset_gib": 50.0}

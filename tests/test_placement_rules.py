@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_simulator_properties import random_state
 
-from envs import ConfigError, Job, Simulator, TopologyLevel, load_cluster
+from envs.core import ConfigError, Job, TopologyLevel
+from envs.core.presets import cluster_from_dict
+from envs.core.runtime import topology_level
 from envs.placement import (
     PLACEMENT_DOCS,
     PLACEMENT_RULES,
@@ -22,11 +24,10 @@ from envs.placement import (
     pack,
     spread,
     topology,
-    usable_gpu_mask,
-    usable_gpus_per_node,
 )
-from envs.presets import cluster_from_dict
-from envs.runtime import topology_level
+from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
+from envs.scenario import load_cluster
+from envs.sim import Simulator
 
 PROBE = 100  # job id of the job a rule is asked about
 

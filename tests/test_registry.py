@@ -8,7 +8,9 @@ import sys
 import pytest
 
 from baselines import Scheduler, make, parse
-from envs import ConfigError, Job, RuntimeConfig, load_cluster, simulate
+from envs.core import ConfigError, Job, RuntimeConfig
+from envs.scenario import load_cluster
+from envs.sim import simulate
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from baselines.rls import RLS_DOCS, rls_policy, sjf_key, static_order, unicep_peer_key, wfp3_peer_key
-from envs.errors import ConfigError, SimulationStalled, TraceFormatError
-from envs.peer_rls import evaluate_peer, gym_seed_words, peer_start_indices, run_sequence
-from envs.workload.swf_peer import PeerJob, PeerMachine, divide_submits, load_swf_peer
+from envs.core.errors import ConfigError, SimulationStalled, TraceFormatError
+from envs.peer.engine import evaluate_peer, gym_seed_words, peer_start_indices, run_sequence
+from envs.peer.swf import PeerJob, PeerMachine, divide_submits, load_swf_peer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

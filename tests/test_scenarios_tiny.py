@@ -12,19 +12,10 @@ from __future__ import annotations
 import pytest
 
 from baselines import FifoFirstFit
-from envs import (
-    Job,
-    JobLog,
-    JobRecord,
-    JobState,
-    RejectReason,
-    RuntimeConfig,
-    Simulator,
-    TopologyLevel,
-    load_cluster,
-    simulate,
-)
-from envs.presets import cluster_from_dict
+from envs.core import Job, JobLog, JobRecord, JobState, RejectReason, RuntimeConfig, TopologyLevel
+from envs.core.presets import cluster_from_dict
+from envs.scenario import load_cluster
+from envs.sim import Simulator, simulate
 
 RIGID = RuntimeConfig.rigid()
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs import ActionRefused, Job, RefusalReason, SimulationStalled, Simulator, load_cluster
+from envs.core import ActionRefused, Job, RefusalReason, SimulationStalled
+from envs.scenario import load_cluster
+from envs.sim import Simulator
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs import MILLI_PER_GPU, ActionRefused, Job, JobLog, JobState, RuntimeConfig, Simulator
-from envs.placement import usable_gpu_mask, usable_gpus_per_node
-from envs.presets import cluster_from_dict
+from envs.core import MILLI_PER_GPU, ActionRefused, Job, JobLog, JobState, RuntimeConfig
+from envs.core.presets import cluster_from_dict
+from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
+from envs.sim import Simulator
 
 TYPES = ["V100", "A100-40GB", "H100"]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs.cluster import MILLI_PER_GPU
-from envs.errors import ConfigError
+from envs.core.cluster import MILLI_PER_GPU
+from envs.core.errors import ConfigError
 from envs.workload import Workload
 from envs.workload.synthetic import (
     SyntheticConfig,

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.errors import TraceFormatError
+from envs.core.errors import TraceFormatError
 from envs.workload import (
     Workload,
     load_openb,

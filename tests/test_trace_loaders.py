@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.errors import ConfigError, TraceFormatError
+from envs.core.errors import ConfigError, TraceFormatError
 from envs.workload import (
     Workload,
     detect_format,

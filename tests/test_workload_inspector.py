@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from envs.job import Job
+from envs.core.job import Job
 from envs.workload import Workload
 from envs.workload.inspect import format_report, gpu_mix_buckets, inspect_workload, main
 
@@ -117,7 +117,7 @@ def test_philly_report_has_the_published_gpu_mix(cli_runs: dict[str, tuple[int, 
     published["1"] -= 10  # the ten zero-duration jobs are one-GPU jobs
     assert {k: r["gpu_mix"][k] for k in published} == published
     assert r["submit_span_s"] == 11_176_511
-    if r["capacity_gpus"] is not None:  # from the philly-like preset, when envs.presets is there
+    if r["capacity_gpus"] is not None:  # from the philly-like preset, when envs.core.presets is there
         assert r["capacity_source"] == "cluster preset philly-like"
         assert r["offered_load"] > 0
 

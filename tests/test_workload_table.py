@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.errors import ConfigError
-from envs.job import Job
+from envs.core.errors import ConfigError
+from envs.core.job import Job
 from envs.workload import Workload
 
 

@@ -24,13 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.errors import ConfigError, GpuschedError
-from envs.workload.loaders import TRACE_FORMATS, UnknownTraceFormat, detect_format, load_trace
-from envs.workload.openb import OPENB_NODE_LIST, load_openb_cluster
+from envs.core.errors import GpuschedError
+from envs.workload.loaders import TRACE_FORMATS, UnknownTraceFormat, detect_format, load_trace, natural_cluster
 from envs.workload.table import Workload
-
-PHILLY_PRESET = "philly-like"
-"""The cluster preset whose GPU count is the default capacity of a Philly trace."""
 
 _DAY_S = 86400.0
 _MAX_EXACT_MIX = 16  # more distinct GPU counts than this: the text report shows power-of-two buckets
@@ -96,28 +92,10 @@ def inspect_workload(workload: Workload, capacity_gpus: int | None = None) -> di
 
 
 def default_capacity(workload: Workload, fmt: str) -> tuple[int | None, str]:
-    """(GPUs, where the figure comes from) for a trace of format ``fmt``; (None, why) when there is none.
-
-    SWF: the machine size of its header. openb: the GPUs of ``openb_node_list_gpu_node.csv`` beside the pod list.
-    Philly: the ``philly-like`` cluster preset. Other formats: none.
-    """
-    if fmt == "swf":
-        if workload.machine_gpus > 0:
-            return workload.machine_gpus, "MaxProcs/MaxNodes header"
-        return None, "the trace has no MaxProcs/MaxNodes header"
-    if fmt == "openb":
-        node_list = Path(workload.source).parent / OPENB_NODE_LIST
-        if node_list.is_file():
-            return load_openb_cluster(node_list).n_gpus, f"GPU nodes of {node_list}"
-        return None, f"no {OPENB_NODE_LIST} beside the trace"
-    if fmt == "philly":
-        try:
-            from envs.presets import load_cluster
-
-            return load_cluster(PHILLY_PRESET).n_gpus, f"cluster preset {PHILLY_PRESET}"
-        except (ImportError, ConfigError) as exc:
-            return None, f"cluster preset {PHILLY_PRESET} unavailable: {exc}"
-    return None, f"the {fmt} format does not say"
+    """(GPUs, where the figure comes from) for a trace of format ``fmt``: those of its natural cluster
+    (:func:`~envs.workload.loaders.natural_cluster`); (None, why) when there is none."""
+    cluster, source = natural_cluster(fmt, workload.source, workload)
+    return (cluster.n_gpus if cluster is not None else None), source
 
 
 def inspect_trace(path: str | Path, fmt: str | None = None, capacity_gpus: int | None = None) -> dict[str, Any]:

@@ -4,6 +4,9 @@ Detection (:func:`detect_format`), first match wins: a name ending in ``.swf`` o
 first non-blank line: ``;`` (an SWF header comment) → ``swf``, ``#job id`` → ``philly``, ``name,cpu_milli`` →
 ``openb``, ``job_id,num_gpu,submit_time`` → ``tiresias``. Anything else, an openb node list included (a cluster,
 not a workload), raises :class:`UnknownTraceFormat`.
+
+:func:`natural_cluster` is the cluster a trace is replayed on when none is given: an SWF trace's own machine, the
+openb node list beside the pod list, the ``philly-like`` preset for Philly.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from envs.errors import ConfigError, TraceFormatError
-from envs.workload._reader import check_comm_sensitivity, first_line
-from envs.workload.openb import load_openb
+from envs.core.cluster import ClusterSpec, swf_machine
+from envs.core.errors import ConfigError, TraceFormatError
+from envs.core.presets import load_preset
+from envs.workload.openb import OPENB_NODE_LIST, load_openb, load_openb_cluster
 from envs.workload.philly import load_philly
+from envs.workload.reader import check_comm_sensitivity, first_line
 from envs.workload.swf import load_swf
 from envs.workload.table import Workload
 from envs.workload.tiresias import load_tiresias
@@ -26,6 +31,9 @@ TRACE_FORMATS: dict[str, Callable[..., Workload]] = {
     "tiresias": load_tiresias,
 }
 """Loader of each format name, called as ``loader(path, comm_sensitivity)``."""
+
+PHILLY_CLUSTER = "philly-like"
+"""The cluster preset a Philly trace is replayed on (the trace does not publish its cluster)."""
 
 _HEADER_PREFIXES = (
     (";", "swf"),
@@ -70,3 +78,24 @@ def load_trace(path: str | Path, fmt: str | None = None, *, comm_sensitivity: fl
     if loader is None:
         raise ConfigError(f"trace format: unknown format {fmt!r} (known: {', '.join(TRACE_FORMATS)})")
     return loader(path, comm_sensitivity)
+
+
+def natural_cluster(fmt: str, path: str | Path, trace: Workload) -> tuple[ClusterSpec | None, str]:
+    """(the cluster the trace ``trace`` of format ``fmt``, read from ``path``, is replayed on by default, where it
+    comes from); (None, why) when the trace does not tell.
+
+    SWF: the machine of its ``MaxProcs``/``MaxNodes`` header. openb: the GPU nodes of ``openb_node_list_gpu_node.csv``
+    beside the pod list. Philly: the ``philly-like`` cluster preset. Other formats: none.
+    """
+    if fmt == "swf":
+        if trace.machine_gpus > 0:
+            return swf_machine(trace.machine_gpus), "MaxProcs/MaxNodes header"
+        return None, "the trace has no MaxProcs/MaxNodes header"
+    if fmt == "openb":
+        node_list = Path(path).with_name(OPENB_NODE_LIST)
+        if node_list.is_file():
+            return load_openb_cluster(node_list), f"GPU nodes of {node_list}"
+        return None, f"no {OPENB_NODE_LIST} beside the trace"
+    if fmt == "philly":
+        return load_preset(PHILLY_CLUSTER), f"cluster preset {PHILLY_CLUSTER}"
+    return None, f"the {fmt} format does not say"

@@ -26,7 +26,7 @@ Pod skip reasons (checked in this order, each record counted once):
 - ``never_scheduled``: empty scheduled_time (Pending pods: they never ran, so they have no runtime).
 - ``zero_runtime``: deletion_time == scheduled_time.
 
-Malformed pod rows raise :class:`~envs.errors.TraceFormatError`: a header without these columns, another field
+Malformed pod rows raise :class:`~envs.core.errors.TraceFormatError`: a header without these columns, another field
 count, a count or time that is not a (whole, for counts) finite number >= 0, gpu_milli outside 1..1000 for a
 one-GPU pod, scheduled_time before creation_time or deletion_time before scheduled_time, a repeated job id.
 
@@ -35,7 +35,7 @@ CPU-only nodes (gpu == 0) are left out: a GPU scheduler cannot place anything on
 island (the trace has no topology); ``rack`` = GPU-node index // 32, an illustrative 32 nodes per rack;
 ``gpu_type`` = model, ``cpu_milli`` and ``ram_mib`` = the file's. Malformed rows (bad numbers, more than 256
 GPUs in a node, a GPU node without a model or with a model missing from the GPU-type table, a repeated ``sn``)
-and a list without GPU nodes raise :class:`~envs.errors.TraceFormatError`.
+and a list without GPU nodes raise :class:`~envs.core.errors.TraceFormatError`.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from envs.cluster import MILLI_PER_GPU, ClusterSpec, NodeSpec, even_islands
-from envs.errors import ConfigError, TraceFormatError
-from envs.gpu_types import DEFAULT_GPU_TYPES, GPUType
-from envs.workload._reader import (
+from envs.core.cluster import MILLI_PER_GPU, ClusterSpec, NodeSpec, even_islands
+from envs.core.errors import ConfigError, TraceFormatError
+from envs.core.gpu_types import DEFAULT_GPU_TYPES, GPUType
+from envs.workload.reader import (
     JobCollector,
     check_comm_sensitivity,
     csv_rows,

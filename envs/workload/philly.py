@@ -10,7 +10,7 @@ Header ``#job id,arrival time (sec),topology,shape,size,duration (sec)``; one jo
   machines. ``topology`` (always ``CLOS``) is ignored. No user, team or status: Job defaults.
 - ``machine_gpus`` = 0 (the trace does not publish its cluster; use the ``philly-like`` preset).
 
-Malformed input raises :class:`~envs.errors.TraceFormatError` naming the file and line: a header without these
+Malformed input raises :class:`~envs.core.errors.TraceFormatError` naming the file and line: a header without these
 columns; a row with another field count; a job id, size or shape part that is not a whole number; a negative
 arrival time, duration or size; a non-finite number; a ``shape`` whose parts do not sum to ``size`` (an
 inconsistent record, decided to be malformed rather than skipped: the published trace has none); a repeated id.
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envs.errors import TraceFormatError
-from envs.workload._reader import JobCollector, check_comm_sensitivity, csv_rows, read_lines, seconds, show, whole
+from envs.core.errors import TraceFormatError
+from envs.workload.reader import JobCollector, check_comm_sensitivity, csv_rows, read_lines, seconds, show, whole
 from envs.workload.table import Workload
 
 PHILLY_COLUMNS = ("#job id", "arrival time (sec)", "topology", "shape", "size", "duration (sec)")

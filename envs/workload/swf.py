@@ -7,7 +7,7 @@ Reading rules (this project's own; times in seconds):
 
 - ``job_id`` = field 1, ``submit_time_s`` = field 2, ``runtime_s`` = field 4 (run time).
 - ``n_gpus`` = field 8 (requested processors) if > 0, else field 5 (allocated processors): one processor is one
-  GPU-equivalent of the SWF machine (see :func:`envs.cluster.swf_machine`).
+  GPU-equivalent of the SWF machine (see :func:`envs.core.cluster.swf_machine`).
 - ``runtime_estimate_s`` = field 9 (requested time) if > 0, else the run time (a perfect estimate).
 - ``user`` = ``f"u{field 12}"``, ``team`` = ``f"g{field 13}"`` (unknown, -1, gives ``"u-1"`` / ``"g-1"``).
 - ``machine_gpus`` = the ``MaxProcs`` header, else ``MaxNodes``, else 0 (a value <= 0 counts as absent; when a
@@ -17,7 +17,7 @@ Reading rules (this project's own; times in seconds):
 - Fields may be written as floats (``"12.5"``): times keep their fractions; job id, processor counts and
   user/group ids must be whole numbers (``"16.0"`` is fine).
 
-Malformed input raises :class:`~envs.errors.TraceFormatError` naming the file and line: a data line without
+Malformed input raises :class:`~envs.core.errors.TraceFormatError` naming the file and line: a data line without
 exactly 18 fields; a field that is not a finite number (``nan`` and ``inf`` included); a fractional job id,
 processor count or user/group id; a repeated job id; a ``MaxProcs`` / ``MaxNodes`` header whose value is not a
 whole number.
@@ -35,8 +35,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from envs.errors import TraceFormatError
-from envs.workload._reader import JobCollector, number, read_lines, whole
+from envs.core.errors import TraceFormatError
+from envs.workload.reader import JobCollector, number, read_lines, whole
 from envs.workload.table import Workload
 
 SWF_FIELDS = (

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.cluster import MILLI_PER_GPU
-from envs.errors import ConfigError
-from envs.job import Job
+from envs.core.cluster import MILLI_PER_GPU
+from envs.core.errors import ConfigError
+from envs.core.job import Job
 from envs.workload.synthetic_config import JobRuntimeConfig, SyntheticConfig
 from envs.workload.table import Workload
 

@@ -2,7 +2,7 @@
 
 A :class:`SyntheticConfig` is a tree of frozen dataclasses, one section per aspect of the workload (arrivals,
 runtimes, GPU demand, estimates, constraints, users, data, checkpoints, priority classes). Every field has a
-documented default and unit; impossible values raise :class:`~envs.errors.ConfigError` naming the key. YAML presets
+documented default and unit; impossible values raise :class:`~envs.core.errors.ConfigError` naming the key. YAML presets
 live in ``configs/workloads/NAME.yaml`` and may set any subset of the keys; unknown keys are errors.
 
 The defaults model a mid-size shared GPU cluster. The GPU-count mix and the lognormal runtime shape follow the
@@ -23,8 +23,8 @@ from typing import ClassVar
 
 import yaml
 
-from envs.cluster import MILLI_PER_GPU
-from envs.errors import ConfigError
+from envs.core.cluster import MILLI_PER_GPU
+from envs.core.errors import ConfigError
 
 ARRIVAL_PROCESSES = ("poisson", "diurnal")
 """Names accepted by ``arrivals.process``."""

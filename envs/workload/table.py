@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envs.errors import ConfigError
-from envs.job import Job
+from envs.core.errors import ConfigError
+from envs.core.job import Job
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ Header ``job_id,num_gpu,submit_time,iterations,model_name,duration,interval``. M
 - ``iterations``, ``model_name`` and ``interval`` (the gap to the next submission) are not used; the job table has
   no model field. ``machine_gpus`` = 0.
 
-Malformed input raises :class:`~envs.errors.TraceFormatError`: a header without these columns, another field
+Malformed input raises :class:`~envs.core.errors.TraceFormatError`: a header without these columns, another field
 count, a job id or num_gpu that is not a whole number, a negative or non-finite time, a repeated job id.
 
 Skip reasons (in this order): ``no_gpus`` (num_gpu == 0), ``zero_runtime`` (duration == 0).
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envs.workload._reader import JobCollector, check_comm_sensitivity, csv_rows, read_lines, seconds, whole
+from envs.workload.reader import JobCollector, check_comm_sensitivity, csv_rows, read_lines, seconds, whole
 from envs.workload.table import Workload
 
 TIRESIAS_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval")

@@ -1,4 +1,4 @@
-"""A Gymnasium env over the peer compatibility engine (:mod:`envs.peer_rls`): RL batch scheduling on equal terms
+"""A Gymnasium env over the peer compatibility engine (:mod:`envs.peer.engine`): RL batch scheduling on equal terms
 with the published RLScheduler agent.
 
 Each episode is a sequence of consecutive jobs of an SWF trace (read by the peer's rules), scheduled from an empty
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -48,8 +47,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.errors import ConfigError, check_keys
-from envs.peer_rls import (
+from envs.core.errors import ConfigError, check_keys
+from envs.peer.engine import (
     BSLD_THRESHOLD_S,
     PEER_SEED,
     SEQUENCE_COUNT,
@@ -60,7 +59,7 @@ from envs.peer_rls import (
     decisions,
     peer_start_indices,
 )
-from envs.workload.swf_peer import PeerJob, PeerTrace, load_swf_peer
+from envs.peer.swf import PeerJob, peer_trace_once
 
 _BSLD_SCALE = 1000.0  # bounded slowdown at which the log-scaled feature reaches 1
 _SOON_S = (3600, 36000)  # horizons of the "nodes freed within" features [s]
@@ -107,14 +106,6 @@ class PeerEnvConfig:
         """A config from keyword values; unknown keys raise :class:`ConfigError` naming them."""
         check_keys(values, (f.name for f in fields(cls)), "peer_env")
         return cls(**values)
-
-
-@lru_cache(maxsize=4)
-def peer_trace_once(path: str) -> PeerTrace:
-    """The SWF trace at ``path`` (an absolute path) read by the peer's rules, once per process."""
-    if not Path(path).exists():
-        raise ConfigError(f"trace: {path}: no such file")
-    return load_swf_peer(path)
 
 
 def training_starts(trace_jobs: int, config: PeerEnvConfig) -> np.ndarray:

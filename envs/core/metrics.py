@@ -1,4 +1,4 @@
-"""Run metrics (SPEC §7): one flat dict of numbers per simulation run, computed from its :class:`~envs.joblog.JobLog`.
+"""Run metrics (SPEC §7): one flat dict of numbers per simulation run, computed from its job log.
 
 Definitions, over the jobs that completed (rejected jobs never ran; they are counted by reason):
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.job import JobState, RejectReason
-from envs.joblog import JobLog
+from envs.core.job import JobState, RejectReason
+from envs.core.joblog import JobLog
 
 BSLD_FLOOR_S = 10.0
 """Runtimes shorter than this count as this long in the bounded slowdown [s]."""

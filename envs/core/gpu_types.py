@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envs.errors import ConfigError
+from envs.core.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,10 +27,13 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from envs.cluster import ClusterSpec
-from envs.errors import ConfigError, check_keys
-from envs.job import Job
-from envs.joblog import TopologyLevel
+from envs.core.cluster import ClusterSpec
+from envs.core.errors import ConfigError, check_keys
+from envs.core.job import Job
+from envs.core.joblog import TopologyLevel
+
+RUNTIME_MODELS = ("full", "rigid")
+"""Names of the runtime models :meth:`RuntimeConfig.named` builds: every factor on, or every factor off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,14 @@ class RuntimeConfig:
     def rigid(cls) -> RuntimeConfig:
         """Every factor off: the plain rigid-job model that SWF studies assume."""
         return cls(use_speed=False, use_topology=False, use_staging=False)
+
+    @classmethod
+    def named(cls, name: str) -> RuntimeConfig:
+        """The runtime model called ``name`` (one of :data:`RUNTIME_MODELS`): ``"full"`` has every factor on,
+        ``"rigid"`` every factor off."""
+        if name not in RUNTIME_MODELS:
+            raise ConfigError(f"runtime model {name!r}: must be one of {', '.join(RUNTIME_MODELS)}")
+        return cls() if name == "full" else cls.rigid()
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> RuntimeConfig:

@@ -7,7 +7,7 @@ reservations to it. A running job whose expected end has already passed (it outl
 end just after ``now``.
 
 States of the profile are :class:`ResourceState` objects, which placement rules accept wherever they take a
-:class:`~envs.view.View`, so a reservation is placed by the same rule that would start the job.
+:class:`~envs.sim.view.View`, so a reservation is placed by the same rule that would start the job.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from envs.cluster import MILLI_PER_GPU, ClusterSpec
-from envs.job import Job
-from envs.view import View
+from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
+from envs.core.job import Job
+from envs.sim.view import PlacementRule, View
 
 OVERDUE_END_S = 1e-6
 """How long after ``now`` an overdue running job (past its requested wall time) is assumed to end [s]."""
@@ -76,9 +76,6 @@ def _holdings_removed(state: ResourceState, job: Job, gpus: np.ndarray) -> tuple
     free[gpus] -= job.gpu_milli
     cpu_held, ram_held = _node_holdings(state.cluster, job, gpus)
     return free, state.node_free_cpu_milli - cpu_held, state.node_free_ram_mib - ram_held
-
-
-PlacementRule = Callable[[object, Job], "np.ndarray | None"]
 
 
 def _releases(view: View) -> Iterator[tuple[float, np.ndarray, np.ndarray, np.ndarray, int]]:

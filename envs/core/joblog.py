@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
-from envs.allocation import GpuSet
-from envs.job import Job, JobState, RejectReason
+from envs.core.allocation import GpuSet
+from envs.core.job import Job, JobState, RejectReason
 
 EMPTY = GpuSet(range(0))
 

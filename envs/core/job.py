@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from envs.cluster import MILLI_PER_GPU
-from envs.errors import JobSpecError
+from envs.core.cluster import MILLI_PER_GPU
+from envs.core.errors import JobSpecError
 
 
 class JobState(Enum):
@@ -28,7 +28,7 @@ class RejectReason(Enum):
 
 
 class RefusalReason(Enum):
-    """Why the simulator refused an action (the ``reason`` of :class:`~envs.errors.ActionRefused`)."""
+    """Why the simulator refused an action (the ``reason`` of :class:`~envs.core.errors.ActionRefused`)."""
 
     UNKNOWN_JOB = "no such job"
     NOT_PENDING = "the job is not pending"

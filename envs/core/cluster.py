@@ -13,8 +13,8 @@ from functools import cached_property
 
 import numpy as np
 
-from envs.errors import ConfigError
-from envs.gpu_types import DEFAULT_GPU_TYPES, GPUType
+from envs.core.errors import ConfigError
+from envs.core.gpu_types import DEFAULT_GPU_TYPES, GPUType
 
 MILLI_PER_GPU = 1000
 """Capacity of one GPU in milli-GPU; fractional jobs ask for a share of it."""

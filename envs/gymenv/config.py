@@ -1,7 +1,7 @@
-"""The configuration of :class:`~envs.gym_env.GPUClusterEnv`: one frozen, validated object.
+"""The configuration of :class:`~envs.gymenv.env.GPUClusterEnv`: one frozen, validated object.
 
 Build it from defaults, a mapping (``EnvConfig.from_dict``) or keyword overrides (``config.replace(**kwargs)``);
-unknown keys are a :class:`~envs.errors.ConfigError` naming the key.
+unknown keys are a :class:`~envs.core.errors.ConfigError` naming the key.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.errors import ConfigError, check_keys
+from envs.core.errors import ConfigError, check_keys
+from envs.core.runtime import RUNTIME_MODELS
 from envs.placement import get_placement_rule
 
 REWARD_TERMS = ("wait", "utilization")
@@ -66,19 +67,15 @@ class EnvConfig:
         if unknown:
             raise ConfigError(f"env.reward_weights.{unknown[0]}: unknown term (known: {', '.join(REWARD_TERMS)})")
         object.__setattr__(self, "reward_weights", {t: float(self.reward_weights.get(t, 0.0)) for t in REWARD_TERMS})
-        if self.runtime_model not in ("full", "rigid"):
-            raise ConfigError(f"env.runtime_model: must be 'full' or 'rigid', got {self.runtime_model!r}")
+        if self.runtime_model not in RUNTIME_MODELS:
+            raise ConfigError(f"env.runtime_model: must be {' or '.join(map(repr, RUNTIME_MODELS))}, "
+                              f"got {self.runtime_model!r}")
         if self.trace_split not in ("all", "train", "test"):
             raise ConfigError(f"env.trace_split: must be 'all', 'train' or 'test', got {self.trace_split!r}")
         if not 0 < self.train_fraction < 1:
             raise ConfigError(f"env.train_fraction: must be in (0, 1), got {self.train_fraction!r}")
         if not self.max_overestimate >= 1:
             raise ConfigError(f"env.max_overestimate: must be >= 1, got {self.max_overestimate!r}")
-
-    def wait_legal(self, events_left: bool, can_start: bool) -> bool:
-        """Whether Wait is a legal action: something can still happen without a start, and (work-conserving
-        variants) no Start is legal now."""
-        return events_left and not (self.work_conserving and can_start)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnvConfig:

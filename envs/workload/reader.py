@@ -1,6 +1,6 @@
 """Reading machinery shared by the trace loaders: lines, numbers, CSV rows and the job collector.
 
-Every function here turns bad input into :class:`~envs.errors.TraceFormatError` naming the file and the 1-based
+Every function here turns bad input into :class:`~envs.core.errors.TraceFormatError` naming the file and the 1-based
 line, so that no loader leaks ``ValueError``, ``IndexError`` or ``UnicodeDecodeError``. Files are read whole
 (the largest published traces hold a few MB of text); gzip compression is detected by its magic bytes, whatever
 the file is called. Lines are split on ``\\n`` only (a trailing ``\\r`` is dropped), so line numbers are those an
@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from envs.errors import ConfigError, JobSpecError, TraceFormatError
-from envs.job import Job
+from envs.core.errors import ConfigError, JobSpecError, TraceFormatError
+from envs.core.job import Job
 from envs.workload.table import Workload
 
 _GZIP_MAGIC = b"\x1f\x8b"

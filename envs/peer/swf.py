@@ -1,8 +1,9 @@
 """SWF traces read exactly as the RLScheduler (SchedGym) peer reads them, for its compatibility mode.
 
-This is *not* the project's SWF loader (:func:`envs.workload.load_swf`, which maps processors to GPUs and keeps
-its own filters); it reproduces the peer's reading rules (``/work/shared/reference/SEMANTICS.md`` §1 and §2), so
-that :mod:`envs.peer_rls` can reproduce the peer's published heuristic results job for job. Times are in seconds.
+This is *not* the project's SWF loader (:func:`envs.workload.swf.load_swf`, which maps processors to GPUs and
+keeps its own filters); it reproduces the peer's reading rules (§1 and §2 of the peer reference's ``SEMANTICS.md``,
+in ``../shared/reference`` beside the checkout), so that :mod:`envs.peer.engine` can reproduce the peer's published
+heuristic results job for job. Times are in seconds. :func:`peer_trace_once` reads each trace once per process.
 
 Reading rules:
 
@@ -10,7 +11,7 @@ Reading rules:
   that spelling, one space) are read, as integers; when one appears twice the last one wins.
 - Every other line is a record of at least 18 white-space separated fields. Each field must be an integer,
   except field 6 (a float) and field 16 (anything). A blank line, a short line or a non-integer field is
-  malformed (the peer's loader crashes on it): :class:`~envs.errors.TraceFormatError` names the file and line.
+  malformed (the peer's loader crashes on it): :class:`~envs.core.errors.TraceFormatError` names the file and line.
 - ``job_id`` = field 1, ``submit`` = field 2, ``run`` = field 4, ``procs`` = max(field 5, field 8),
   ``request`` = field 9, or the run time *as read* when field 9 is exactly -1.
 - Run time 0: the record is dropped (skip reason ``zero_runtime``). Negative run time: becomes 10 (the request
@@ -26,10 +27,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 
-from envs.errors import TraceFormatError
-from envs.workload._reader import read_lines, show
+from envs.core.errors import ConfigError, TraceFormatError
+from envs.workload.reader import read_lines, show
 
 _FIELDS = 18
 _FLOAT_FIELD = 5  # field 6 (average CPU time) is read as a float
@@ -106,6 +108,14 @@ def load_swf_peer(path: str | Path) -> PeerTrace:
     jobs.sort(key=lambda j: j.job_id)
     skipped = {"zero_runtime": dropped} if dropped else {}
     return PeerTrace(tuple(jobs), machine, where, skipped)
+
+
+@lru_cache(maxsize=4)
+def peer_trace_once(path: str) -> PeerTrace:
+    """The SWF trace at ``path`` (an absolute path) read by the peer's rules, once per process."""
+    if not Path(path).exists():
+        raise ConfigError(f"trace: {path}: no such file")
+    return load_swf_peer(path)
 
 
 def divide_submits(trace: PeerTrace, divisor: int) -> PeerTrace:

@@ -9,16 +9,17 @@ documents each one's normalization.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from itertools import islice
 
 import numpy as np
 from gymnasium import spaces
 
-from envs.cluster import MILLI_PER_GPU, ClusterSpec
-from envs.env_config import EnvConfig
-from envs.job import Job
-from envs.runtime import RuntimeConfig, allocation_speed, topology_level
-from envs.view import View
+from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
+from envs.core.job import Job
+from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
+from envs.gymenv.config import EnvConfig
+from envs.sim.view import PlacementRule, View
 
 JOB_FEATURES = ("present", "gpus", "gpu_share", "estimate", "wait", "gpu_memory", "type_constrained",
                 "comm_sensitivity", "dataset", "priority", "preemptible", "fits_now")
@@ -27,7 +28,7 @@ GROUP_FEATURES = ("free_gpus", "free_nodes", "largest_free_share", "free_cpu", "
 GLOBAL_FEATURES = ("time_of_day", "queue_beyond_window", "queue", "utilization", "ending_soon", "running")
 
 Placement = np.ndarray | None
-PlacementRule = Callable[[View, Job], Placement]
+"""What a placement rule gives for one job: its GPUs, or None when it does not fit now."""
 
 
 class ObservationEncoder:
@@ -86,6 +87,10 @@ class ObservationEncoder:
         return row
 
     # ---- per decision point ----------------------------------------------------------------------------------
+    def visible(self, view: View) -> list[Job]:
+        """The jobs in the K slots: the first K pending jobs, in queue order."""
+        return list(islice(view.pending.values(), self.config.slots))
+
     def plan(self, view: View, slot_jobs: Sequence[Job]) -> list[list[Placement]]:
         """The allocation each rule would give each visible job now (None: it does not fit).
 

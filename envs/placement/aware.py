@@ -1,8 +1,7 @@
-"""Placement rules that weigh more than free room: data locality and fragmentation (SPEC §6).
+"""The aware placement rules (SPEC §6): they weigh more than free room, namely data locality and fragmentation.
 
-Registered in :data:`envs.placement.PLACEMENT_RULES` as ``locality`` and ``fragmentation``; like the rules there
-they are complete (None only when no valid allocation exists now), take a node's lowest free GPUs, and fall back
-to :func:`~envs.placement.pack` and its gang rule.
+Like the basic rules (:mod:`envs.placement.basic`) they are complete (None only when no valid allocation exists
+now), take a node's lowest free GPUs, and fall back to :func:`~envs.placement.basic.pack` and its gang rule.
 
 **locality** — a job with a dataset runs without staging on a node whose cache holds it (``view.has_dataset``).
 (1) Among the nodes that hold the whole job and cache its dataset: pack (fewest usable free GPUs, ties lowest
@@ -29,10 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.cluster import MILLI_PER_GPU
-from envs.job import Job
-from envs.placement import _NEVER, _fractional, _gang, _usable_or_none, free_gpus_of_node, pack, usable_gpu_mask
-from envs.view import View
+from envs.core.cluster import MILLI_PER_GPU
+from envs.core.job import Job
+from envs.placement.basic import fractional_share, gang, pack
+from envs.placement.feasibility import NEVER, free_gpus_of_node, usable_gpu_mask, usable_or_none
+from envs.sim.view import View
 
 DEFAULT_MIX = ((1, 5), (2, 2), (4, 2), (8, 1))
 """(GPUs, integer weight) of the job mix assumed when no other job is pending: illustrative, single-GPU heavy."""
@@ -43,7 +43,10 @@ Mix = tuple[np.ndarray, np.ndarray]
 
 # ---- locality ---------------------------------------------------------------------------------------------------
 def locality(view: View, job: Job) -> np.ndarray | None:
-    """Locality-aware: prefer nodes whose dataset cache holds the job's dataset, then pack (module docstring)."""
+    """Locality-aware: nodes whose dataset cache holds the job's dataset first, then pack.
+
+    The exact steps are in the module docstring.
+    """
     if not job.dataset_id:
         return pack(view, job)
     cached = cached_nodes(view, job.dataset_id)
@@ -51,18 +54,18 @@ def locality(view: View, job: Job) -> np.ndarray | None:
         mask = usable_gpu_mask(view, job) & cached[view.cluster.gpu_node]
         if not mask.any():
             return pack(view, job)
-        return np.array([int(np.where(mask, view.gpu_free_milli, _NEVER).argmin())], dtype=np.int64)
-    usable = _usable_or_none(view, job)
+        return np.array([int(np.where(mask, view.gpu_free_milli, NEVER).argmin())], dtype=np.int64)
+    usable = usable_or_none(view, job)
     if usable is None:
         return None
     n = job.n_gpus
     near = np.where(cached, usable, 0)
-    node = int(np.where(near >= n, near, _NEVER).argmin())
+    node = int(np.where(near >= n, near, NEVER).argmin())
     if near[node] >= n:
         return free_gpus_of_node(view, node, n)
     if (usable >= n).any():
         return pack(view, job)
-    return _gang(view, near if near.sum() >= n else usable, n)
+    return gang(view, near if near.sum() >= n else usable, n)
 
 
 def cached_nodes(view: View, dataset_id: str) -> np.ndarray:
@@ -74,16 +77,19 @@ def cached_nodes(view: View, dataset_id: str) -> np.ndarray:
 
 # ---- fragmentation ------------------------------------------------------------------------------------------------
 def fragmentation(view: View, job: Job) -> np.ndarray | None:
-    """Fragmentation-aware: the node whose expected stranded free GPUs grow least (module docstring)."""
+    """Fragmentation-aware: the node whose free GPUs left unusable for the pending job mix grow least.
+
+    The score and its ties are in the module docstring.
+    """
     if job.is_fractional:
         return _fractional_keeping_room(view, job)
-    usable = _usable_or_none(view, job)
+    usable = usable_or_none(view, job)
     if usable is None:
         return None
     n = job.n_gpus
     candidates = (usable >= n).nonzero()[0]
     if candidates.size == 0:
-        return _gang(view, usable, n)
+        return gang(view, usable, n)
     sizes, weights = job_mix(view, job)
     free = view.node_free_gpus[candidates]
     limits = np.minimum(sizes[None, :], view.cluster.node_n_gpus[candidates, None])
@@ -137,5 +143,5 @@ def _fractional_keeping_room(view: View, job: Job) -> np.ndarray | None:
     left = view.gpu_free_milli - job.gpu_milli
     good = mask & ((left == 0) | (left >= smallest))
     if not good.any():
-        return _fractional(view, job, most_free=False)
-    return np.array([int(np.where(good, view.gpu_free_milli, _NEVER).argmin())], dtype=np.int64)
+        return fractional_share(view, job, most_free=False)
+    return np.array([int(np.where(good, view.gpu_free_milli, NEVER).argmin())], dtype=np.int64)

@@ -3,10 +3,13 @@
 Time is continuous (seconds). Arrivals come from the job table in (submit time, job id) order; completions sit on
 a heap keyed by (time, start sequence number), so ties are broken deterministically. After all events at one
 time are applied, that time is a *decision point* if a job is pending: the policy is asked for actions until it
-says Wait. The simulator knows nothing of Gymnasium or of any policy; see :func:`simulate` for the loop.
+says Wait. The simulator knows nothing of Gymnasium or of any policy; :func:`envs.sim.loop.simulate` is the loop.
 
-Seams for later features (failures, outages, preemption, quotas): ``_node_up`` and ``_scheduler_up`` are checked
-by every Start but nothing changes them yet.
+What a policy may see lives in a :class:`~envs.sim.state.SimState` (read through ``sim.view``); the simulator keeps
+its own books beside it: the completion heap, the demand histogram and the time integrals.
+
+Seams for later features (failures, outages, preemption, quotas): ``state.node_up`` and ``state.scheduler_up`` are
+checked by every Start but nothing changes them yet.
 """
 
 from __future__ import annotations
@@ -14,19 +17,17 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from types import MappingProxyType
 
 import numpy as np
 
-from envs.allocation import GpuSet
-from envs.cache import LRUCache
-from envs.cluster import MILLI_PER_GPU, ClusterSpec
-from envs.errors import ActionRefused, ConfigError, SimulationStalled
-from envs.job import Job, JobState, RefusalReason, RejectReason
-from envs.joblog import JobLog, JobRecord, TopologyLevel
-from envs.policy import Policy, Start
-from envs.runtime import RuntimeConfig, allocation_speed, topology_level
-from envs.view import RunningJob, View
+from envs.core.allocation import GpuSet
+from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
+from envs.core.errors import ActionRefused, ConfigError, SimulationStalled
+from envs.core.job import Job, JobState, RefusalReason, RejectReason
+from envs.core.joblog import JobLog, JobRecord, TopologyLevel
+from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
+from envs.sim.state import RunningJob, SimState
+from envs.sim.view import View
 from envs.workload.table import Workload
 
 GPUs = np.ndarray | slice
@@ -54,54 +55,39 @@ class Simulator:
     # ---- lifecycle -------------------------------------------------------------------------------------------
     def reset(self) -> None:
         """Clear all state and advance to the first decision point."""
-        c = self.cluster
-        self.time_s = self._jobs[0].submit_time_s if self._jobs else 0.0
-        self._next_arrival = 0
-        self._heap: list[tuple[float, int, int]] = []
+        self.state = SimState(self.cluster, self._jobs[0].submit_time_s if self._jobs else 0.0, len(self._jobs))
+        self._heap: list[tuple[float, int, int]] = []  # (end time [s], start sequence number, job id)
         self._seq = 0
-        self._pending: dict[int, Job] = {}
-        self._running: dict[int, RunningJob] = {}
-        self._pending_view = MappingProxyType(self._pending)
-        self._running_view = MappingProxyType(self._running)
         self._run_info: dict[int, tuple] = {}
         self._demand: dict[tuple[int, int], int] = {}  # (n_gpus, gpu_milli) -> pending jobs asking for it
-        self._gpu_free_milli = np.full(c.n_gpus, MILLI_PER_GPU, dtype=np.int64)
-        self._gpu_whole_free = np.ones(c.n_gpus, dtype=bool)
-        self._node_free_gpus = c.node_n_gpus.copy()
-        self._node_free_cpu = c.node_cpu_milli.copy()
-        self._node_free_ram = c.node_ram_mib.copy()
-        self._node_up = np.ones(c.n_nodes, dtype=bool)
-        self._all_nodes_up = True
-        self._scheduler_up = True
-        self._free_gpus = c.n_gpus
-        self._version = 0  # bumped whenever the holdings change; views memoize derived arrays per version
         self._alloc_milli = 0  # Σ allocated milli-GPU
         self._partial_free_milli = 0  # Σ free milli-GPU on GPUs that are partly in use
-        self._caches = [LRUCache(n.cache_gib) for n in c.nodes]
-        self._records: list[JobRecord] = []
         self._busy_milli_s = 0.0
         self._idle_pending_milli_s = 0.0
         self._frag_milli_s = 0.0
         self._pending_job_s = 0.0  # ∫ number of pending jobs dt: the total wait so far [job-seconds]
-        self.view = View(self)
+        self.view = View(self.state)
         self._advance()
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for derived in ("_pending_view", "_running_view", "view"):  # live read-only windows, rebuilt on load
-            del state[derived]
+        del state["view"]  # a live read-only window (mapping proxies), rebuilt on load
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._pending_view = MappingProxyType(self._pending)
-        self._running_view = MappingProxyType(self._running)
-        self.view = View(self)
+        self.view = View(self.state)
+
+    @property
+    def time_s(self) -> float:
+        """Current simulated time [s]."""
+        return self.state.time_s
 
     @property
     def done(self) -> bool:
         """True once every job has ended (completed or rejected)."""
-        return not self._pending and not self._running and self._next_arrival >= len(self._jobs)
+        s = self.state
+        return not s.pending and not s.running and s.next_arrival >= s.n_jobs
 
     @property
     def pending_job_s(self) -> float:
@@ -116,15 +102,15 @@ class Simulator:
     @property
     def events_left(self) -> bool:
         """True while some event (an arrival or a completion) is still to come; waiting without one would stall."""
-        return bool(self._running) or self._next_arrival < len(self._jobs)
+        return self.state.events_left
 
     def wait(self) -> None:
         """Advance to the next decision point (or to the end); raises SimulationStalled if nothing can happen."""
         if self.done:
             return
-        if not self.events_left:
+        if not self.state.events_left:
             raise SimulationStalled(
-                f"t={self.time_s:g}s: the policy waited with {len(self._pending)} pending job(s), "
+                f"t={self.state.time_s:g}s: the policy waited with {len(self.state.pending)} pending job(s), "
                 "nothing running and no future arrival"
             )
         self._advance()
@@ -142,7 +128,7 @@ class Simulator:
         return JobLog(
             cluster_name=self.cluster.name,
             total_gpus=self.cluster.n_gpus,
-            records=tuple(self._records),
+            records=tuple(self.state.records),
             busy_gpu_s=self._busy_milli_s / MILLI_PER_GPU,
             idle_gpu_s_while_pending=self._idle_pending_milli_s / MILLI_PER_GPU,
             fragmented_gpu_s=self._frag_milli_s / MILLI_PER_GPU,
@@ -151,10 +137,10 @@ class Simulator:
     # ---- events ----------------------------------------------------------------------------------------------
     def _advance(self) -> None:
         """Apply events time by time until a job is pending or no event is left."""
-        jobs, heap = self._jobs, self._heap
+        s, jobs, heap = self.state, self._jobs, self._heap
         n_jobs = len(jobs)
         while True:
-            t_arr = jobs[self._next_arrival].submit_time_s if self._next_arrival < n_jobs else math.inf
+            t_arr = jobs[s.next_arrival].submit_time_s if s.next_arrival < n_jobs else math.inf
             t_end = heap[0][0] if heap else math.inf
             t = t_arr if t_arr < t_end else t_end
             if t == math.inf:
@@ -162,21 +148,22 @@ class Simulator:
             self._integrate(t)
             while heap and heap[0][0] == t:
                 self._complete(heapq.heappop(heap)[2])
-            while self._next_arrival < n_jobs and jobs[self._next_arrival].submit_time_s == t:
-                self._arrive(jobs[self._next_arrival])
-                self._next_arrival += 1
-            if self._pending:
+            while s.next_arrival < n_jobs and jobs[s.next_arrival].submit_time_s == t:
+                self._arrive(jobs[s.next_arrival])
+                s.next_arrival += 1
+            if s.pending:
                 return
 
     def _integrate(self, t: float) -> None:
-        dt = t - self.time_s
+        s = self.state
+        dt = t - s.time_s
         if dt > 0:
             self._busy_milli_s += self._alloc_milli * dt
-            if self._pending:
-                self._pending_job_s += len(self._pending) * dt
+            if s.pending:
+                self._pending_job_s += len(s.pending) * dt
                 self._idle_pending_milli_s += (self.cluster.n_gpus * MILLI_PER_GPU - self._alloc_milli) * dt
                 self._frag_milli_s += self._fragmented_milli() * dt
-        self.time_s = t
+        s.time_s = t
 
     def _fragmented_milli(self) -> float:
         """Idle milli-GPU that cannot host the smallest pending request (fewest GPUs, then smallest share).
@@ -188,28 +175,29 @@ class Simulator:
         """
         n, milli = min(self._demand)
         if milli < MILLI_PER_GPU:
-            free = self._gpu_free_milli
+            free = self.state.gpu_free_milli
             return float(free[(free > 0) & (free < milli)].sum())
-        free_gpus = self._node_free_gpus
+        free_gpus = self.state.node_free_gpus
         stranded = free_gpus < np.minimum(n, self.cluster.node_n_gpus)
         return self._partial_free_milli + MILLI_PER_GPU * float(free_gpus[stranded].sum())
 
     def _arrive(self, job: Job) -> None:
         reason = self._reject_reason(job)
         if reason is not None:
-            self._records.append(JobRecord(job=job, state=JobState.REJECTED, reject_reason=reason))
+            self.state.records.append(JobRecord(job=job, state=JobState.REJECTED, reject_reason=reason))
             return
-        self._pending[job.job_id] = job
+        self.state.pending[job.job_id] = job
         key = (job.n_gpus, job.gpu_milli)
         self._demand[key] = self._demand.get(key, 0) + 1
 
     def _complete(self, job_id: int) -> None:
-        running = self._running.pop(job_id)
+        s = self.state
+        running = s.running.pop(job_id)
         job = running.job
         alloc, nodes, counts, speed, level, factor, staging_s, timed_out = self._run_info.pop(job_id)
         self._change_holdings(job, alloc, nodes, counts, +1)
-        self._records.append(JobRecord(
-            job=job, state=JobState.COMPLETED, start_time_s=running.start_time_s, finish_time_s=self.time_s,
+        s.records.append(JobRecord(
+            job=job, state=JobState.COMPLETED, start_time_s=running.start_time_s, finish_time_s=s.time_s,
             gpus=running.gpus, n_nodes=len(nodes), topology=level, speed=speed, topology_factor=factor,
             staging_s=staging_s, timed_out=timed_out,
         ))
@@ -242,7 +230,7 @@ class Simulator:
 
     # ---- starting and releasing ---------------------------------------------------------------------------------
     def _refuse(self, reason: RefusalReason, job_id: int, detail: str) -> ActionRefused:
-        return ActionRefused(reason, f"t={self.time_s:g}s: cannot start job {job_id}: {detail}")
+        return ActionRefused(reason, f"t={self.state.time_s:g}s: cannot start job {job_id}: {detail}")
 
     def _validate(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> tuple[Job, GPUs, list[int], list[int]]:
         """(job, GPUs, nodes, GPUs per node) for a valid Start; raises ActionRefused otherwise.
@@ -251,12 +239,13 @@ class Simulator:
         (indexing by slice is what keeps large SWF allocations cheap). ``nodes`` are the distinct nodes of the
         allocation, ascending, and ``counts`` how many of its GPUs each holds.
         """
-        job = self._pending.get(job_id)
+        s = self.state
+        job = s.pending.get(job_id)
         if job is None:
             if job_id in self._job_ids:
                 raise self._refuse(RefusalReason.NOT_PENDING, job_id, "it is not pending")
             raise self._refuse(RefusalReason.UNKNOWN_JOB, job_id, "no job has this id")
-        if not self._scheduler_up:
+        if not s.scheduler_up:
             raise self._refuse(RefusalReason.SCHEDULER_DOWN, job_id, "the scheduler is down")
         try:  # a private copy: the caller may reuse its buffer after the start
             alloc = np.array(gpus)
@@ -288,22 +277,23 @@ class Simulator:
             eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)
             if not all(eligible[n] for n in nodes):
                 raise self._refuse(RefusalReason.GPU_TYPE, job_id, "a GPU type is not allowed or lacks memory")
-        if not self._all_nodes_up and not all(self._node_up[n] for n in nodes):
+        if not s.all_nodes_up and not all(s.node_up[n] for n in nodes):
             raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
-        if not (self._gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU
-                else self._gpu_free_milli[lo] >= job.gpu_milli):
+        if not (s.gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU
+                else s.gpu_free_milli[lo] >= job.gpu_milli):
             raise self._refuse(RefusalReason.GPU_BUSY, job_id, f"a GPU has less than {job.gpu_milli} milli-GPU free")
         cpu, ram = job.cpu_milli_per_gpu, job.ram_mib_per_gpu
         if cpu or ram:
             for n, k in zip(nodes, counts, strict=True):
-                if (c.cpu_modelled[n] and self._node_free_cpu[n] < k * cpu) or (
-                        c.ram_modelled[n] and self._node_free_ram[n] < k * ram):
+                if (c.cpu_modelled[n] and s.node_free_cpu[n] < k * cpu) or (
+                        c.ram_modelled[n] and s.node_free_ram[n] < k * ram):
                     raise self._refuse(RefusalReason.CPU_RAM, job_id, f"node {n} has too little free CPU or RAM")
         return job, alloc, nodes, counts
 
     def _allocate(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int]) -> None:
+        s = self.state
         self._change_holdings(job, alloc, nodes, counts, -1)
-        del self._pending[job.job_id]
+        del s.pending[job.job_id]
         key = (job.n_gpus, job.gpu_milli)
         left = self._demand[key] - 1
         if left:
@@ -315,44 +305,44 @@ class Simulator:
         timed_out = self.runtime.kill_at_walltime and run_s > job.runtime_estimate_s
         if timed_out:
             run_s = job.runtime_estimate_s
-        gpus = GpuSet.of(alloc)
-        self._running[job.job_id] = RunningJob(job, self.time_s, self.time_s + job.runtime_estimate_s, gpus)
+        now = s.time_s
+        s.running[job.job_id] = RunningJob(job, now, now + job.runtime_estimate_s, GpuSet.of(alloc))
         self._run_info[job.job_id] = (alloc, nodes, counts, speed, level, factor, staging_s, timed_out)
-        heapq.heappush(self._heap, (self.time_s + run_s, self._seq, job.job_id))
+        heapq.heappush(self._heap, (now + run_s, self._seq, job.job_id))
         self._seq += 1
 
     def _change_holdings(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int], sign: int) -> None:
         """Take (sign -1) or give back (sign +1) the job's share of ``alloc`` and of its nodes' CPU and RAM."""
-        c = self.cluster
+        c, s = self.cluster, self.state
         milli = job.gpu_milli
         size = job.n_gpus
         self._alloc_milli -= sign * milli * size
-        self._version += 1
+        s.version += 1
         if milli == MILLI_PER_GPU:  # whole GPUs are held exclusively: they go from all free to none and back
-            self._gpu_free_milli[alloc] = 0 if sign < 0 else MILLI_PER_GPU
-            self._gpu_whole_free[alloc] = sign > 0
-            self._free_gpus += sign * size
+            s.gpu_free_milli[alloc] = 0 if sign < 0 else MILLI_PER_GPU
+            s.gpu_whole_free[alloc] = sign > 0
+            s.free_gpus += sign * size
             if len(nodes) == 1:
-                self._node_free_gpus[nodes[0]] += sign * size
+                s.node_free_gpus[nodes[0]] += sign * size
             else:
-                self._node_free_gpus[nodes] += sign * np.array(counts)
+                s.node_free_gpus[nodes] += sign * np.array(counts)
         else:
             g = int(alloc[0])  # a fractional job holds one GPU, given as an index array
-            before = int(self._gpu_free_milli[g])
+            before = int(s.gpu_free_milli[g])
             after = before + sign * milli
-            self._gpu_free_milli[g] = after
+            s.gpu_free_milli[g] = after
             self._partial_free_milli += _partial(after) - _partial(before)
             if before == MILLI_PER_GPU or after == MILLI_PER_GPU:
-                self._gpu_whole_free[g] = after == MILLI_PER_GPU
-                self._node_free_gpus[nodes[0]] += sign
-                self._free_gpus += sign
+                s.gpu_whole_free[g] = after == MILLI_PER_GPU
+                s.node_free_gpus[nodes[0]] += sign
+                s.free_gpus += sign
         cpu, ram = job.cpu_milli_per_gpu, job.ram_mib_per_gpu
         if cpu or ram:
             for n, k in zip(nodes, counts, strict=True):
                 if c.cpu_modelled[n]:
-                    self._node_free_cpu[n] += sign * cpu * k
+                    s.node_free_cpu[n] += sign * cpu * k
                 if c.ram_modelled[n]:
-                    self._node_free_ram[n] += sign * ram * k
+                    s.node_free_ram[n] += sign * ram * k
 
     def _runtime_on(self, job: Job, alloc: GPUs, nodes: list[int]) -> tuple[float, TopologyLevel, float, float]:
         """(speed, topology level, topology factor, staging time [s]) of ``job`` on ascending ``alloc``."""
@@ -362,7 +352,8 @@ class Simulator:
         factor = model.topology_factor(level, job.comm_sensitivity)
         staging_s = 0.0
         if model.use_staging and job.dataset_gib > 0:
-            hits = [self._caches[n].touch(job.dataset_id, job.dataset_gib) for n in nodes]
+            caches = self.state.caches
+            hits = [caches[n].touch(job.dataset_id, job.dataset_gib) for n in nodes]
             if not all(hits):
                 staging_s = job.dataset_gib / model.staging_gib_per_s
         return speed, level, factor, staging_s
@@ -371,18 +362,3 @@ class Simulator:
 def _partial(free_milli: int) -> int:
     """The free share that counts as a fragment: free milli-GPU of a GPU that is partly in use."""
     return free_milli if 0 < free_milli < MILLI_PER_GPU else 0
-
-
-def simulate(cluster: ClusterSpec, jobs: Workload | Sequence[Job], policy: Policy,
-             runtime: RuntimeConfig | None = None) -> JobLog:
-    """Run ``policy`` on ``jobs`` until every job has ended; return the job log."""
-    sim = Simulator(cluster, jobs, runtime)
-    policy.reset()
-    view, act, wait, start = sim.view, policy.act, sim.wait, sim.start
-    while not sim.done:
-        action = act(view)
-        if isinstance(action, Start):
-            start(action.job_id, action.gpus)
-        else:
-            wait()
-    return sim.log()

@@ -10,23 +10,24 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.env_config import REWARD_TERMS, EnvConfig
-from envs.episodes import EpisodeSource
-from envs.errors import ActionRefused
-from envs.job import Job, RefusalReason
-from envs.metrics import summarize
-from envs.observation import ObservationEncoder, Placement
+from envs.core.errors import ActionRefused
+from envs.core.job import Job, RefusalReason
+from envs.core.metrics import summarize
+from envs.gymenv.actions import action_mask, decode_action
+from envs.gymenv.config import REWARD_TERMS, EnvConfig
+from envs.gymenv.episodes import EpisodeSource
+from envs.gymenv.observation import ObservationEncoder, Placement
 from envs.placement import PLACEMENT_RULES, PlacementRule
-from envs.profile import easy_backfill
-from envs.simulator import Simulator
-from envs.view import View
-from envs.workload import Workload
+from envs.sim.profile import easy_backfill
+from envs.sim.simulator import Simulator
+from envs.sim.view import View
+from envs.workload.table import Workload
 
 
 class GPUClusterEnv(gym.Env):
     """
     ## Description
-    A GPU cluster's job queue and state, simulated event by event by :class:`envs.simulator.Simulator`. At every
+    A GPU cluster's job queue and state, simulated event by event by :class:`envs.sim.simulator.Simulator`. At every
     decision point (after the arrivals and completions of one instant) the agent starts one of the first K pending
     jobs with one of P placement rules, or waits for the next event. An episode replays one workload window of M
     jobs: a freshly generated synthetic workload, or M consecutive jobs of a trace. Decision points where no start
@@ -96,12 +97,12 @@ class GPUClusterEnv(gym.Env):
 
     ## Episode End
     Terminated when every job of the window has ended (completed or rejected at submission); ``info`` then carries
-    ``episode_metrics`` (SPEC §7, :func:`envs.metrics.summarize`). Truncated by ``max_episode_steps`` of the
+    ``episode_metrics`` (SPEC §7, :func:`envs.core.metrics.summarize`). Truncated by ``max_episode_steps`` of the
     registered id.
 
     ## Arguments
     ``gym.make("gpusched/GPUCluster-v0", config=EnvConfig(...) | dict, render_mode="ansi", **overrides)``; keyword
-    overrides are :class:`envs.env_config.EnvConfig` fields (unknown keys raise ``ConfigError``). Precedence:
+    overrides are :class:`envs.gymenv.config.EnvConfig` fields (unknown keys raise ``ConfigError``). Precedence:
     EnvConfig defaults < the registered variant (``variant``) < a ``config`` dict < keyword overrides; an
     ``EnvConfig`` object is complete and replaces the defaults and the variant.
 
@@ -167,13 +168,14 @@ class GPUClusterEnv(gym.Env):
         sim = self._require_sim()
         if not 0 <= action < self.config.n_actions:
             raise ActionRefused(RefusalReason.UNKNOWN_JOB, f"action {action} is outside 0..{self.config.n_actions - 1}")
-        if action == self.config.n_actions - 1:
+        start = decode_action(self.config, action)
+        if start is None:
             if not self._mask[-1]:
                 raise ActionRefused(RefusalReason.NOT_PENDING,
                                     "Wait is masked: no event is left, or a start is legal (work-conserving env)")
             sim.wait()
             return
-        slot, rule = divmod(action, len(self._rules))
+        slot, rule = start
         if slot >= len(self._slot_jobs):
             raise ActionRefused(RefusalReason.UNKNOWN_JOB, f"action {action}: slot {slot} holds no job")
         job, gpus = self._slot_jobs[slot], self._plans[slot][rule]
@@ -215,20 +217,13 @@ class GPUClusterEnv(gym.Env):
         sim = self._sim
         assert sim is not None
         while True:
-            self._slot_jobs = list(islice(sim.view.pending.values(), self.config.slots))
+            self._slot_jobs = self._encoder.visible(sim.view)
             self._plans = self._encoder.plan(sim.view, self._slot_jobs)
             can_start = any(plan[0] is not None for plan in self._plans)
             if can_start or sim.done or self._backfill_possible():
                 break
             sim.wait()
-        mask = self._mask
-        mask[:] = False
-        p = len(self._rules)
-        assist = self.config.backfill_assist
-        for slot, plan in enumerate(self._plans):
-            for rule, gpus in enumerate(plan):
-                mask[slot * p + rule] = assist or gpus is not None
-        mask[-1] = sim.done or self.config.wait_legal(sim.events_left, bool(mask[:-1].any()))
+        self._mask = action_mask(self.config, self._plans, sim.events_left, sim.done)
 
     def _backfill_possible(self) -> bool:
         """Backfill-assisted mode: some job behind the visible window fits now (reserving a visible job would let

@@ -1,4 +1,6 @@
-"""Cluster presets: YAML files under ``configs/clusters/`` turned into :class:`~envs.cluster.ClusterSpec`.
+"""Cluster presets: YAML files under ``configs/clusters/`` turned into :class:`~envs.core.cluster.ClusterSpec`.
+
+Other cluster specs (``swf:N``, ``openb:NODE_LIST.csv``) are read by :func:`envs.scenario.load_cluster`.
 
 A preset file holds::
 
@@ -16,7 +18,7 @@ A preset file holds::
         rack: 0             # or racks: [0, 1] to spread the group over racks in contiguous blocks
         cache_gib: 100      # dataset cache per node [GiB] (default 0: no cache)
 
-Unknown keys and impossible values raise :class:`~envs.errors.ConfigError` naming the file and the key.
+Unknown keys and impossible values raise :class:`~envs.core.errors.ConfigError` naming the file and the key.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from typing import Any
 
 import yaml
 
-from envs.cluster import ClusterSpec, NodeSpec, even_islands, merge_gpu_types, swf_machine
-from envs.errors import ConfigError, check_keys
-from envs.gpu_types import GPUType
+from envs.core.cluster import ClusterSpec, NodeSpec, even_islands, merge_gpu_types
+from envs.core.errors import ConfigError, check_keys
+from envs.core.gpu_types import GPUType
 
 _TOP_KEYS = {"name", "gpu_types", "node_groups"}
 _GROUP_KEYS = {"name", "count", "gpu_type", "gpus", "island_size", "islands", "cpus", "ram_gib", "rack", "racks",
@@ -44,18 +46,9 @@ def preset_names() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def load_cluster(spec: str | Path) -> ClusterSpec:
-    """A cluster from a preset name (``tiny``), a YAML path, ``swf:N`` (N processors) or ``openb:NODE_LIST.csv``."""
+def load_preset(spec: str | Path) -> ClusterSpec:
+    """A cluster preset by name (``tiny`` is ``configs/clusters/tiny.yaml``) or a preset file by path."""
     text = str(spec)
-    if text.startswith("swf:"):
-        try:
-            return swf_machine(int(text[4:]))
-        except ValueError as exc:
-            raise ConfigError(f"cluster {text!r}: expected swf:N with an integer N") from exc
-    if text.startswith("openb:"):
-        from envs.workload.openb import load_openb_cluster
-
-        return load_openb_cluster(text[6:])
     path = Path(text)
     if path.suffix in (".yaml", ".yml") or path.exists():
         return cluster_from_yaml(path)

@@ -1,10 +1,10 @@
 """Peer compatibility mode: the RLScheduler (SchedGym) simulator's world, reproduced exactly.
 
-Our own simulator (:mod:`envs.simulator`) batches decision points and models GPUs; the peer does neither, so its
-published heuristic results are reproduced by this separate, small engine, written clean-room from the plain
-description in ``/work/shared/reference/SEMANTICS.md`` (section numbers below refer to it). It holds the world's
-rules only; the order in which jobs are picked comes from a ``choose`` callback (heuristics in
-:mod:`baselines.rls`, or a learned agent). Times are integer seconds, as in the SWF file.
+Our own simulator (:mod:`envs.sim.simulator`) batches decision points and models GPUs; the peer does neither, so
+its published heuristic results are reproduced by this separate, small engine, written clean-room from the plain
+description in the peer reference's ``SEMANTICS.md`` (``../shared/reference`` beside the checkout; section numbers
+below refer to it). It holds the world's rules only; the order in which jobs are picked comes from a ``choose``
+callback (heuristics in ``baselines/rls.py``, or a learned agent). Times are integer seconds, as in the SWF file.
 
 World rules (per sequence of jobs, from scratch):
 
@@ -41,8 +41,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from envs.errors import SimulationStalled
-from envs.workload.swf_peer import PeerJob, PeerMachine, PeerTrace
+from envs.core.errors import SimulationStalled
+from envs.peer.swf import PeerJob, PeerMachine, PeerTrace
 
 Choose = Callable[[Sequence[PeerJob], int], int]
 """``choose(queue, now)``: the index in ``queue`` (queue order, read-only) of the job to commit at time ``now`` [s]."""
@@ -151,7 +151,7 @@ def run_sequence(jobs: Sequence[PeerJob], machine: PeerMachine, choose: Choose, 
     ``choose`` gets a fresh list of the queued jobs (queue order) at every decision and returns the index of the
     job to commit.
 
-    Raises :class:`~envs.errors.SimulationStalled` when the committed job does not fit and nothing is running
+    Raises :class:`~envs.core.errors.SimulationStalled` when the committed job does not fit and nothing is running
     (a job larger than the machine: the peer aborts on an assertion there).
     """
     steps = decisions(jobs, machine, backfill)
@@ -170,7 +170,7 @@ def decisions(
     ``Decision.queue``) of the job to commit by ``send``; returns the :class:`PeerResult` (``StopIteration.value``).
 
     This is the single implementation behind :func:`run_sequence` (a ``choose`` callback) and the learning env
-    (:mod:`envs.peer_env`, an agent's action).
+    (:mod:`envs.peer.env`, an agent's action).
     """
     n = len(jobs)
     if n == 0:

@@ -32,7 +32,7 @@ class TraceFormatError(GpuschedError, ValueError):
 
 
 class ActionRefused(GpuschedError):
-    """The simulator refused a policy's action; ``reason`` is a :class:`~envs.job.RefusalReason`."""
+    """The simulator refused a policy's action; ``reason`` is a :class:`~envs.core.job.RefusalReason`."""
 
     def __init__(self, reason: object, message: str) -> None:
         super().__init__(f"{getattr(reason, 'name', reason)}: {message}")

@@ -1,0 +1,135 @@
+"""Scenarios: the one place where spec strings become a cluster, a workload and a runtime model.
+
+Spec strings:
+
+- a workload: a synthetic preset name (``default``, ``small``) or generator YAML path; or a trace as
+  ``FORMAT:PATH`` with FORMAT one of ``swf``, ``philly``, ``openb``, ``tiresias`` (:func:`trace_spec`);
+- a cluster (:func:`load_cluster`): a preset name (``tiny``), a preset YAML path, ``swf:N`` (an SWF machine of N
+  processors) or ``openb:NODE_LIST.csv``; ``auto`` or None (:func:`scenario_cluster`): a trace's natural cluster
+  (:func:`~envs.workload.loaders.natural_cluster`), :data:`DEFAULT_CLUSTER` for a synthetic workload;
+- a runtime model: ``full`` or ``rigid`` (:meth:`~envs.core.runtime.RuntimeConfig.named`); a run's default
+  (:func:`default_runtime_model`) is ``rigid`` for SWF traces, whose jobs are rigid, and ``full`` otherwise.
+
+Traces are loaded once per process (:func:`load_trace_once`): many envs, resets and evaluation runs share the
+immutable job table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from envs.core.cluster import ClusterSpec, swf_machine
+from envs.core.errors import ConfigError
+from envs.core.presets import load_preset
+from envs.core.runtime import RuntimeConfig
+from envs.workload.loaders import TRACE_FORMATS, load_trace, natural_cluster
+from envs.workload.openb import load_openb_cluster
+from envs.workload.synthetic import generate, load_workload_config
+from envs.workload.synthetic_config import SyntheticConfig
+from envs.workload.table import Workload
+
+DEFAULT_CLUSTER = "hetero-64"
+"""The cluster a synthetic workload runs on when none is given."""
+
+AUTO = "auto"
+"""The cluster spec that means "the workload's natural cluster"."""
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """A trace named by a workload spec ``FORMAT:PATH``."""
+
+    fmt: str  # a key of envs.workload.loaders.TRACE_FORMATS
+    path: str
+
+    @property
+    def name(self) -> str:
+        """The trace file's name (for tables)."""
+        return Path(self.path).name
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything one run needs besides its policy."""
+
+    cluster: ClusterSpec
+    workload: Workload
+    runtime: RuntimeConfig
+
+
+def trace_spec(workload: str) -> TraceSpec | None:
+    """The trace a workload spec names (``FORMAT:PATH`` with a known format), or None for a synthetic workload."""
+    fmt, colon, path = workload.partition(":")
+    if not colon or fmt not in TRACE_FORMATS:
+        return None
+    if not path:
+        raise ConfigError(f"{fmt}: needs a trace path, e.g. workload='{fmt}:PATH'")
+    return TraceSpec(fmt, path)
+
+
+def load_cluster(spec: str | Path) -> ClusterSpec:
+    """A cluster from a preset name (``tiny``), a YAML path, ``swf:N`` (N processors) or ``openb:NODE_LIST.csv``."""
+    text = str(spec)
+    if text.startswith("swf:"):
+        try:
+            return swf_machine(int(text[4:]))
+        except ValueError as exc:
+            raise ConfigError(f"cluster {text!r}: expected swf:N with an integer N") from exc
+    if text.startswith("openb:"):
+        return load_openb_cluster(text[6:])
+    return load_preset(text)
+
+
+def load_trace_once(path: str, fmt: str) -> Workload:
+    """A trace loaded once per process: many envs, resets and evaluation runs share the immutable job table."""
+    return _load_trace_cached(str(Path(path).resolve()), fmt)
+
+
+@lru_cache(maxsize=8)
+def _load_trace_cached(path: str, fmt: str) -> Workload:
+    return load_trace(path, fmt)
+
+
+def scenario_cluster(cluster: str | None, trace: TraceSpec | None, workload: Workload | None) -> ClusterSpec:
+    """The cluster named by ``cluster``; for None or ``auto``, the natural cluster of ``trace`` (whose job table is
+    ``workload``) or :data:`DEFAULT_CLUSTER` for a synthetic workload."""
+    if cluster is not None and cluster != AUTO:
+        return load_cluster(cluster)
+    if trace is None or workload is None:
+        return load_cluster(DEFAULT_CLUSTER)
+    found, why = natural_cluster(trace.fmt, trace.path, workload)
+    if found is None:
+        raise ConfigError(f"cannot tell which cluster {trace.path} ran on ({why}); give a cluster")
+    return found
+
+
+def default_runtime_model(trace: TraceSpec | None) -> str:
+    """The runtime model a workload runs under unless told otherwise: ``rigid`` for SWF traces, else ``full``."""
+    return "rigid" if trace is not None and trace.fmt == "swf" else "full"
+
+
+def synthetic_config(workload: str, load: float = 1.0) -> SyntheticConfig:
+    """The generator config of a synthetic workload spec, its target load multiplied by ``load``."""
+    config = load_workload_config(workload)
+    return config if load == 1.0 else dataclasses.replace(config, target_load=config.target_load * load)
+
+
+def scenario(workload: str, cluster: str | None = None, seed: int = 0, load: float = 1.0,
+             window: tuple[int, int] | None = None) -> Scenario:
+    """One run's world. A synthetic ``workload`` is generated with ``seed`` at ``load`` times its target load; a
+    trace is cut to ``window`` (first job index, number of jobs; submit times kept) and its inter-arrival times
+    divided by ``load``. ``cluster`` as :func:`scenario_cluster`; the runtime model is the workload's default."""
+    trace = trace_spec(workload)
+    if trace is None:
+        chosen = scenario_cluster(cluster, None, None)
+        jobs = generate(synthetic_config(workload, load), seed=seed, capacity_gpus=chosen.n_gpus)
+        return Scenario(chosen, jobs, RuntimeConfig.named(default_runtime_model(None)))
+    jobs = load_trace_once(trace.path, trace.fmt)
+    if window:
+        jobs = jobs.window(*window, rebase=False)
+    if load != 1.0:
+        jobs = jobs.scale_load(load)
+    return Scenario(scenario_cluster(cluster, trace, jobs), jobs, RuntimeConfig.named(default_runtime_model(trace)))

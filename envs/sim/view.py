@@ -1,0 +1,106 @@
+"""The read-only view of a run's state that a policy decides from (SPEC §4), and the type of a placement rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+import numpy as np
+
+from envs.core.cluster import ClusterSpec
+from envs.core.job import Job
+from envs.core.joblog import JobRecord
+from envs.sim.state import RunningJob, SimState
+
+
+class View:
+    """Live, read-only window on one run's :class:`~envs.sim.state.SimState`: every attribute reflects the current
+    state, nothing can change it.
+
+    Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
+    """
+
+    __slots__ = ("_memo", "_memo_version", "_state", "cluster", "gpu_free_milli", "gpu_whole_free",
+                 "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending", "running")
+
+    def __init__(self, state: SimState) -> None:
+        self._state = state
+        self._memo: dict[object, np.ndarray] = {}
+        self._memo_version = -1
+        self.cluster: ClusterSpec = state.cluster
+        self.pending: Mapping[int, Job] = MappingProxyType(state.pending)
+        self.running: Mapping[int, RunningJob] = MappingProxyType(state.running)
+        self.gpu_free_milli: np.ndarray = _read_only(state.gpu_free_milli)  # free share per GPU [milli-GPU]
+        self.gpu_whole_free: np.ndarray = _read_only(state.gpu_whole_free)  # GPU is entirely free
+        self.node_free_gpus: np.ndarray = _read_only(state.node_free_gpus)  # fully free GPUs per node
+        self.node_free_cpu_milli: np.ndarray = _read_only(state.node_free_cpu)  # [milli-cores]
+        self.node_free_ram_mib: np.ndarray = _read_only(state.node_free_ram)  # [MiB]
+        self.node_up: np.ndarray = _read_only(state.node_up)  # health per node
+
+    @property
+    def time_s(self) -> float:
+        """Current simulated time [s]."""
+        return self._state.time_s
+
+    @property
+    def free_gpus(self) -> int:
+        """Number of fully free GPUs in the cluster."""
+        return self._state.free_gpus
+
+    @property
+    def events_left(self) -> bool:
+        """False when waiting now would stall the simulation (nothing running, no future arrival)."""
+        return self._state.events_left
+
+    @property
+    def all_nodes_up(self) -> bool:
+        """True when every node is healthy."""
+        return self._state.all_nodes_up
+
+    @property
+    def scheduler_up(self) -> bool:
+        """False while the scheduler is down (no job may start)."""
+        return self._state.scheduler_up
+
+    def memoized(self, key: object, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """``compute()`` once per state of the holdings: placement rules share derived arrays through this.
+
+        The returned array is read-only; it is recomputed after any start or completion.
+        """
+        version = self._state.version
+        if self._memo_version != version:
+            self._memo.clear()
+            self._memo_version = version
+        value = self._memo.get(key)
+        if value is None:
+            value = compute()
+            value.setflags(write=False)
+            self._memo[key] = value
+        return value
+
+    @property
+    def n_ended(self) -> int:
+        """Jobs ended so far (completed or rejected)."""
+        return len(self._state.records)
+
+    def ended_since(self, index: int) -> tuple[JobRecord, ...]:
+        """Records of the jobs that ended after the first ``index`` (in end order): what a tracker has not seen."""
+        return tuple(self._state.records[index:])
+
+    def has_dataset(self, node: int, dataset_id: str) -> bool:
+        """True when ``dataset_id`` is in the cache of node ``node``."""
+        return dataset_id in self._state.caches[node]
+
+
+PlacementRule = Callable[[View, Job], "np.ndarray | None"]
+"""A placement rule: the ascending global GPU indices to start a job on now, or None when it does not fit.
+
+Rules read only the attributes a :class:`View` has, so they also accept the projected states of
+:mod:`envs.sim.profile`; :mod:`envs.placement` holds them.
+"""
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.setflags(write=False)
+    return v
