@@ -184,6 +184,9 @@ _ORDERS: dict[str, tuple[Callable[[], QueueKeys], str]] = {
     "saf": (lambda: _static_keys(saf_key), "smallest area first: smallest procs * request, then submit time"),
 }
 
+RLS_ORDERS: tuple[str, ...] = tuple(_ORDERS)
+"""Names of the peer-compatible orders (each may take ``/BY@FRACTION`` and ``+rlsbackfill``)."""
+
 RLS_DOCS: dict[str, str] = {name: doc for name, (_, doc) in _ORDERS.items()} | {
     "ORDER/BY@FRACTION": "two stages: the first FRACTION of the queue by the order BY, then ORDER's first among "
     "them (e.g. sjf/f1@0.5: the shortest job among the half of the queue that F1 ranks first)",

@@ -1,19 +1,15 @@
-"""Shared fixtures: where the shared traces live, and a skip when they are absent."""
+"""Shared fixtures: the shared traces folder, skipping when it is absent."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT.parent / "shared" / "traces"
-REFERENCE = ROOT.parent / "shared" / "reference"
+from paths import TRACES, require
 
 
 @pytest.fixture
 def traces_dir() -> Path:
     """``../shared/traces`` beside the project root; skips the test when the folder is absent."""
-    if not TRACES.is_dir():
-        pytest.skip(f"shared traces not found at {TRACES}")
+    require(TRACES)
     return TRACES

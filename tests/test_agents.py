@@ -5,19 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from paths import ROOT
 from sb3_contrib import MaskablePPO
 
 import envs  # noqa: F401  (registers the ids)
 from agents.network import SlotPolicy, SlotScorer
 from evaluation.runner import RunSpec, run
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_logits_permute_with_the_slots():

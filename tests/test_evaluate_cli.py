@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import LUBLIN, ROOT
 
 from evaluation.backends import execute
 from evaluation.report import write_csv
 from evaluation.suites import suite_specs
 
-ROOT = Path(__file__).resolve().parents[1]
-LUBLIN = ROOT.parent / "shared" / "traces" / "lublin-synthetic" / "lublin_256.swf"
 SMALL = ["--workload", "small", "--cluster", "tiny", "--seeds", "0,1", "--policies", "fifo,sjf+easy/pack"]
 
 

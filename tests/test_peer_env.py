@@ -1,5 +1,6 @@
 """The peer-mode learning env (``gpusched/RLSched-v0``): a hand-computed episode, the reference reproduced through
-the env's actions, held-out sampling, Gymnasium/SB3 checks, and a trained model as an ``rls:`` policy."""
+the env's actions, held-out sampling, and a trained model as an ``rls:`` policy (the Gymnasium and SB3 checks,
+pickling and rollouts are in test_registered_envs.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import yaml
+from paths import LUBLIN, ROOT, require
 from sb3_contrib import MaskablePPO
 
 import envs  # noqa: F401  (registers the ids)
@@ -21,9 +22,6 @@ from envs.core.errors import ConfigError
 from envs.peer.engine import evaluate_peer, peer_start_indices, run_sequence
 from envs.peer.env import PeerEnvConfig, PeerSchedEnv, training_starts
 from evaluation.runner import RunSpec, run
-
-ROOT = Path(__file__).resolve().parents[1]
-LUBLIN = ROOT.parent / "shared" / "traces" / "lublin-synthetic" / "lublin_256.swf"
 
 # Two one-processor nodes. Job 1 fills the machine until 100; job 2 (1 node) is committed at 10 and starts at 100;
 # then the agent's first real choice, at t = 100 with one node free: job 3 (1 node, 10 s) or job 4 (2 nodes).
@@ -110,19 +108,9 @@ def test_outside_test_sampling_never_touches_an_evaluation_window(length, test_l
     assert np.isin(starts, everywhere).all() and 0 < starts.size < everywhere.size
 
 
-def test_gymnasium_and_sb3_env_checkers(long_trace):
-    from gymnasium.utils.env_checker import check_env
-    from stable_baselines3.common.env_checker import check_env as sb3_check_env
-
-    env = gym.make("gpusched/RLSched-v0", trace=str(long_trace), sequence_jobs=8, slots=4)
-    check_env(env.unwrapped)
-    sb3_check_env(env.unwrapped)
-
-
 @pytest.mark.parametrize("backfill", [False, True])
 def test_env_actions_reproduce_the_peer_reference_on_lublin(backfill):
-    if not LUBLIN.exists():
-        pytest.skip(f"trace not found at {LUBLIN}")
+    require(LUBLIN)
     env = PeerSchedEnv(trace=str(LUBLIN), slots=4096, backfill=backfill)  # every queued job visible
     from baselines.rls import rls_policy
 

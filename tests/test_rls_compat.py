@@ -6,22 +6,19 @@ The reference (``../shared/reference``) holds what the unmodified peer simulator
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import LUBLIN, REFERENCE, TRACES, require
 
 from baselines.rls import RLS_DOCS, rls_policy, sjf_key, static_order, unicep_peer_key, wfp3_peer_key
 from envs.core.errors import ConfigError, SimulationStalled, TraceFormatError
 from envs.peer.engine import evaluate_peer, gym_seed_words, peer_start_indices, run_sequence
 from envs.peer.swf import PeerJob, PeerMachine, divide_submits, load_swf_peer
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-REFERENCE = SHARED / "reference"
 TRACE_FILES = {
-    "lublin256": SHARED / "traces" / "lublin-synthetic" / "lublin_256.swf",
-    "nasa_submitdiv2": SHARED / "traces" / "pwa-nasa-ipsc" / "NASA-iPSC-1993-3.1-cln.swf.gz",
+    "lublin256": LUBLIN,
+    "nasa_submitdiv2": TRACES / "pwa-nasa-ipsc" / "NASA-iPSC-1993-3.1-cln.swf.gz",
 }
 PEER_NAMES = {"FCFS": "fcfs", "SJF": "sjf", "F1": "f1", "WFP3": "wfp3-peer", "UNICEP": "unicep-peer"}
 MODES = {False: ("no_backfill", "avg_bsld"), True: ("backfill_rlscheduler", "avg_bsld_backfill_rlscheduler")}
@@ -34,9 +31,7 @@ README_LUBLIN1 = {  # the peer's published Lublin-1 row (reference README)
 @pytest.fixture(scope="module")
 def peer_data() -> dict[str, dict]:
     """Per reference trace: the peer-read trace, the reference JSON and the all-starts JSON (loaded once)."""
-    missing = [p for p in (REFERENCE, *TRACE_FILES.values()) if not p.exists()]
-    if missing:
-        pytest.skip(f"peer reference or traces not found: {', '.join(map(str, missing))}")
+    require(REFERENCE, *TRACE_FILES.values())
     data = {}
     for stem, path in TRACE_FILES.items():
         trace = load_swf_peer(path)

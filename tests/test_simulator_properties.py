@@ -7,87 +7,10 @@ import random
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import clusters, random_valid_gpus, workloads
 
-from envs.core import MILLI_PER_GPU, ActionRefused, Job, JobLog, JobState, RuntimeConfig
-from envs.core.presets import cluster_from_dict
-from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
+from envs.core import MILLI_PER_GPU, ActionRefused, JobLog, JobState, RuntimeConfig
 from envs.sim import Simulator
-
-TYPES = ["V100", "A100-40GB", "H100"]
-
-
-@st.composite
-def clusters(draw):
-    groups = []
-    for i in range(draw(st.integers(1, 3))):
-        gpus = draw(st.sampled_from([1, 2, 4, 8]))
-        groups.append({
-            "name": f"g{i}",
-            "count": draw(st.integers(1, 3)),
-            "gpu_type": draw(st.sampled_from(TYPES)),
-            "gpus": gpus,
-            "island_size": draw(st.sampled_from([d for d in (1, 2, 4, 8) if gpus % d == 0])),
-            "cpus": draw(st.sampled_from([0, 16, 64])),
-            "ram_gib": draw(st.sampled_from([0, 64, 512])),
-            "racks": draw(st.sampled_from([[0], [0, 1], [1, 2, 3]])),
-            "cache_gib": draw(st.sampled_from([0, 30, 100])),
-        })
-    return cluster_from_dict({"name": "random", "node_groups": groups})
-
-
-@st.composite
-def workloads(draw):
-    jobs = []
-    for job_id in range(draw(st.integers(1, 20))):
-        fractional = draw(st.booleans()) and draw(st.booleans())
-        runtime = draw(st.sampled_from([0.0, 1.0, 7.5, 30.0, 100.0]))
-        jobs.append(Job(
-            job_id=job_id,
-            submit_time_s=float(draw(st.integers(0, 60))),
-            runtime_s=runtime,
-            runtime_estimate_s=runtime * draw(st.sampled_from([0.5, 1.0, 3.0])) + 1,
-            n_gpus=1 if fractional else draw(st.integers(1, 12)),
-            gpu_milli=draw(st.sampled_from([100, 250, 500, 700])) if fractional else MILLI_PER_GPU,
-            gpu_types=frozenset(draw(st.sets(st.sampled_from(TYPES), max_size=2))),
-            gpu_mem_gib=draw(st.sampled_from([0.0, 0.0, 24.0])),
-            cpu_milli_per_gpu=draw(st.sampled_from([0, 0, 4000, 20_000])),
-            ram_mib_per_gpu=draw(st.sampled_from([0, 0, 65_536])),
-            user=draw(st.sampled_from(["ann", "bob"])),
-            comm_sensitivity=draw(st.sampled_from([0.0, 0.3, 1.0])),
-            dataset_id=(ds := draw(st.sampled_from(["", "a", "b", "c"]))),
-            dataset_gib=draw(st.sampled_from([10.0, 40.0, 200.0])) if ds else 0.0,
-        ))
-    return jobs
-
-
-def random_valid_gpus(sim: Simulator, job: Job, rng: random.Random) -> list[int] | None:
-    view = sim.view
-    if job.is_fractional:
-        candidates = np.flatnonzero(usable_gpu_mask(view, job)).tolist()
-        return [rng.choice(candidates)] if candidates else None
-    usable = usable_gpus_per_node(view, job)
-    c = view.cluster
-    candidates = []
-    for node in np.flatnonzero(usable):
-        first = c.node_first_gpu[node]
-        free = np.flatnonzero(view.gpu_free_milli[first : c.node_first_gpu[node + 1]] == MILLI_PER_GPU) + first
-        candidates.extend(free[: usable[node]].tolist())
-    return rng.sample(candidates, job.n_gpus) if len(candidates) >= job.n_gpus else None
-
-
-def random_state(cluster, fillers: list[Job], others: list[Job], fill: float, seed: int) -> Simulator:
-    """A simulator at t=0 in which a share ``fill`` of ``fillers`` were started on random valid GPUs.
-
-    The same arguments always build the same state (placement tests rebuild it once per rule).
-    """
-    rng = random.Random(seed)
-    sim = Simulator(cluster, fillers + others)
-    for job in fillers:
-        if job.job_id in sim.view.pending and rng.random() < fill:
-            gpus = random_valid_gpus(sim, job, rng)
-            if gpus is not None:
-                sim.start(job.job_id, gpus)
-    return sim
 
 
 def check_state(sim: Simulator) -> None:

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from envs.core.job import Job
 from envs.workload import Workload
 from envs.workload.inspect import format_report, gpu_mix_buckets, inspect_workload, main
-
-ROOT = Path(__file__).resolve().parents[1]
 
 TRACE_FILES = {
     "lublin": "lublin-synthetic/lublin_256.swf",

@@ -144,8 +144,23 @@ class PeerSchedEnv(gym.Env):
         })
         self.action_space = spaces.Discrete(k + 1)
         self._steps: Any = None
+        self.jobs: tuple[PeerJob, ...] = ()  # the episode's sequence, in trace order
+        self._choices: list[int] = []  # every queue index sent to the engine this episode: replayed on unpickling
         self._decision: Decision | None = None
         self.result: PeerResult | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_steps"] = state["_decision"] = None  # a generator cannot be pickled: rebuilt by replaying choices
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.jobs and self.result is None:  # mid-episode
+            self._steps = decisions(self.jobs, self.trace.machine, self.config.backfill)
+            self._decision = next(self._steps)
+            for k in self._choices:  # the engine is deterministic: the same choices lead to the same decision
+                self._decision = self._steps.send(k)
 
     # -- episode ---------------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
@@ -168,6 +183,7 @@ class PeerSchedEnv(gym.Env):
         self._procs = np.array([max(j.procs, 0) for j in self.jobs], dtype=np.float64)
         self._nodes = np.array([machine.nodes_for(j.procs) for j in self.jobs], dtype=np.float64)
         self._steps = decisions(self.jobs, machine, self.config.backfill)
+        self._choices = []
         self._counted = 0
         self.result = None
         self._decision = next(self._steps)
@@ -207,6 +223,7 @@ class PeerSchedEnv(gym.Env):
 
     def _send(self, k: int) -> float:
         """Commit queue index ``k``; the reward of every job started until the next decision."""
+        self._choices.append(k)
         try:
             self._decision = self._steps.send(k)
         except StopIteration as done:

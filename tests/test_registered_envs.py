@@ -1,4 +1,6 @@
-"""The Gymnasium env, over every registered id: API checks, determinism, pickling, vector envs and masks."""
+"""Every registered env id, Minigrid style: the Gymnasium and SB3 checkers, determinism, pickling and a masked
+rollout to the episode's end, parametrized over one table of ids (the peer env included); then vector envs, masks,
+rendering and configuration."""
 
 from __future__ import annotations
 
@@ -9,36 +11,56 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
+from paths import TRACES, require
 from sb3_contrib.common.maskable.utils import get_action_masks
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 from envs.core import ConfigError
-from envs.registration import VARIANTS
+from envs.registration import ENV_IDS, PEER_ENV_ID
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-
-TRACE_PATHS = {
+SMALL = {"episode_jobs": 24}  # keeps every GPUClusterEnv variant's episodes short in tests
+TRACE_WORKLOADS = {
     "gpusched/SWF-v0": "swf:" + str(TRACES / "lublin-synthetic" / "lublin_256.swf"),
     "gpusched/Philly-v0": "philly:" + str(TRACES / "philly-rfold" / "philly_trace.csv.gz"),
     "gpusched/Openb-v0": "openb:" + str(TRACES / "alibaba-openb-gpu-v2023" / "openb_pod_list_default.csv"),
 }
-SMALL = {"episode_jobs": 24}  # keeps every variant's episodes short in tests
+"""The trace each trace variant replays in these tests (from the shared folder: skipped when it is absent)."""
+
+ENV_CASES = [
+    "gpusched/GPUCluster-v0",
+    "gpusched/GPUCluster-Tiny-v0",
+    "gpusched/GPUCluster-PriorityOnly-v0",
+    "gpusched/GPUCluster-BackfillAssisted-v0",
+    *TRACE_WORKLOADS,
+    PEER_ENV_ID,
+]
+"""Every registered id; a new id fails ``test_every_registered_id_is_tested`` until it is added here."""
+
+PEER_SWF = "\n".join(
+    ["; MaxNodes: 2", "; MaxProcs: 2"]
+    + [f"{i} {20 * i} -1 {10 + 37 * i % 90} {1 + i % 2} -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1" for i in range(1, 61)]
+) + "\n"
+"""60 jobs of 1 or 2 processors on a two-node machine, every 20 s: the peer env's trace in these tests."""
 
 
-def make_kwargs(env_id: str) -> dict:
-    kwargs = dict(SMALL)
-    if env_id in TRACE_PATHS:
-        path = TRACE_PATHS[env_id].split(":", 1)[1]
-        if not TRACES.is_dir():
-            pytest.skip(f"shared traces not found at {TRACES}")
-        kwargs["workload"] = TRACE_PATHS[env_id]
-        assert path
-    return kwargs
+@pytest.fixture
+def make(tmp_path: Path):
+    """``make(env_id, **extra)``: the env with the small test settings of its id."""
 
+    def build(env_id: str, **extra) -> gym.Env:
+        if env_id == PEER_ENV_ID:
+            trace = tmp_path / "peer.swf"
+            trace.write_text(PEER_SWF)
+            kwargs = {"trace": str(trace), "sequence_jobs": 24, "slots": 4}
+        else:
+            kwargs = dict(SMALL)
+            if env_id in TRACE_WORKLOADS:
+                require(TRACES)
+                kwargs["workload"] = TRACE_WORKLOADS[env_id]
+        return gym.make(env_id, **kwargs, **extra)
 
-def make(env_id: str, **extra) -> gym.Env:
-    return gym.make(env_id, **make_kwargs(env_id), **extra)
+    return build
 
 
 def rollout(env: gym.Env, seed: int, max_steps: int = 400) -> list:
@@ -71,28 +93,30 @@ def assert_same(a, b) -> None:
         assert a == b or (a != a and b != b)  # NaN equals NaN here
 
 
-ALL_IDS = sorted(VARIANTS)
+def test_every_registered_id_is_tested():
+    registered = sorted(env_id for env_id in gym.registry if env_id.startswith("gpusched/"))
+    assert registered == sorted(ENV_IDS) == sorted(ENV_CASES)
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_gymnasium_check_env(env_id):
+@pytest.mark.parametrize("env_id", ENV_CASES)
+def test_gymnasium_check_env(env_id, make):
     env = make(env_id)
     gym_check_env(env.unwrapped, skip_render_check=True)
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_sb3_check_env(env_id):
+@pytest.mark.parametrize("env_id", ENV_CASES)
+def test_sb3_check_env(env_id, make):
     env = make(env_id)
     sb3_check_env(env.unwrapped, warn=False)
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_same_seed_gives_identical_rollouts(env_id):
+@pytest.mark.parametrize("env_id", ENV_CASES)
+def test_same_seed_gives_identical_rollouts(env_id, make):
     assert_same(rollout(make(env_id), seed=7), rollout(make(env_id), seed=7))
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
-def test_pickling_round_trip_continues_identically(env_id):
+@pytest.mark.parametrize("env_id", ENV_CASES)
+def test_pickling_round_trip_continues_identically(env_id, make):
     env = make(env_id)
     env.reset(seed=3)
     env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
@@ -100,6 +124,15 @@ def test_pickling_round_trip_continues_identically(env_id):
     for _ in range(5):
         action = int(np.flatnonzero(env.unwrapped.action_masks())[-1])
         assert_same(env.step(action), clone.step(action))
+
+
+@pytest.mark.parametrize("env_id", ENV_CASES)
+def test_masked_random_rollout_ends_the_episode_with_its_metrics(env_id, make):
+    env = make(env_id)
+    *_, (_, obs, _, terminated, truncated, info) = rollout(env, seed=11, max_steps=5000)
+    assert terminated and not truncated
+    assert "episode_metrics" in info and all(np.isfinite(v) for v in info["episode_metrics"].values())
+    assert env.observation_space.contains(obs)
 
 
 @pytest.mark.parametrize("vec_cls", [DummyVecEnv, SubprocVecEnv])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_simulator_properties import random_state
+from strategies import clusters, jobs, random_state
 
 from envs.core import Job
 from envs.core.presets import cluster_from_dict
@@ -165,30 +165,8 @@ def test_fragmentation_gang_is_packs_gang():
 
 
 # ---- completeness and exact choices over random states --------------------------------------------------------
-@st.composite
-def clusters(draw):
-    groups = [{
-        "name": f"g{i}", "count": draw(st.integers(1, 3)), "gpu_type": draw(st.sampled_from(["V100", "A100-40GB"])),
-        "gpus": draw(st.sampled_from([1, 2, 4, 8])), "cpus": draw(st.sampled_from([0, 16])),
-        "cache_gib": draw(st.sampled_from([0, 100, 100])),
-    } for i in range(draw(st.integers(1, 3)))]
-    return cluster_from_dict({"name": "random", "node_groups": groups})
 
 
-@st.composite
-def jobs(draw, first_id: int, count: int, sizes: tuple[int, ...]):
-    out = []
-    for job_id in range(first_id, first_id + draw(st.integers(1, count))):
-        fractional = draw(st.booleans()) and draw(st.booleans())
-        dataset = draw(st.sampled_from(["", "d1", "d1", "d2"]))
-        out.append(Job(
-            job_id, 0.0, 100.0, 100.0, n_gpus=1 if fractional else draw(st.sampled_from(sizes)),
-            gpu_milli=draw(st.sampled_from([100, 300, 500, 700])) if fractional else 1000,
-            gpu_types=frozenset(draw(st.sets(st.sampled_from(["V100", "A100-40GB"]), max_size=1))),
-            cpu_milli_per_gpu=draw(st.sampled_from([0, 0, 6000])),
-            dataset_id=dataset, dataset_gib=30.0 if dataset else 0.0,
-        ))
-    return out
 
 
 def reference(name: str, sim: Simulator, job: Job) -> list[int] | None:
@@ -219,27 +197,24 @@ def reference(name: str, sim: Simulator, job: Job) -> list[int] | None:
     return lowest_free(min(fits, key=lambda i: (increase(i), usable[i], i)))
 
 
+@pytest.mark.parametrize("name", ["locality", "fragmentation"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=clusters(), fillers=jobs(0, 12, (1, 1, 2, 4)), probes=jobs(100, 3, (1, 2, 3, 4, 6, 8, 12)),
        fill=st.sampled_from([0.3, 0.7]), seed=st.integers(0, 2**16))
-def test_new_rules_are_complete_exact_and_accepted_by_the_simulator(cluster, fillers, probes, fill, seed):
-    def build() -> Simulator:
-        return random_state(cluster, fillers, probes, fill, seed)
-
+def test_aware_rules_are_complete_exact_and_accepted_by_the_simulator(name, cluster, fillers, probes, fill, seed):
     for probe in probes:
-        for name in ("locality", "fragmentation"):
-            sim = build()
-            if probe.job_id not in sim.view.pending:  # rejected at submission
-                break
-            gpus = PLACEMENT_RULES[name](sim.view, probe)
-            if probe.is_fractional:
-                feasible = bool(usable_gpu_mask(sim.view, probe).any())
-            else:
-                feasible = int(usable_gpus_per_node(sim.view, probe).sum()) >= probe.n_gpus
-            assert (gpus is not None) == feasible, name
-            expected = reference(name, sim, probe)
-            if expected is not None:
-                assert gpus.tolist() == expected, name
-            if gpus is not None:
-                assert gpus.dtype == np.int64 and gpus.size == probe.n_gpus and (np.diff(gpus) > 0).all()
-                sim.start(probe.job_id, gpus)  # raises ActionRefused if the simulator disagrees
+        sim = random_state(cluster, fillers, probes, fill, seed)
+        if probe.job_id not in sim.view.pending:  # rejected at submission
+            continue
+        gpus = PLACEMENT_RULES[name](sim.view, probe)
+        if probe.is_fractional:
+            feasible = bool(usable_gpu_mask(sim.view, probe).any())
+        else:
+            feasible = int(usable_gpus_per_node(sim.view, probe).sum()) >= probe.n_gpus
+        assert (gpus is not None) == feasible, name
+        expected = reference(name, sim, probe)
+        if expected is not None:
+            assert gpus.tolist() == expected, name
+        if gpus is not None:
+            assert gpus.dtype == np.int64 and gpus.size == probe.n_gpus and (np.diff(gpus) > 0).all()
+            sim.start(probe.job_id, gpus)  # raises ActionRefused if the simulator disagrees

@@ -1,0 +1,118 @@
+"""Random cases for the property tests: hypothesis strategies for clusters, probe jobs and workloads, and the
+random simulator states the placement tests ask their rules about."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from hypothesis import strategies as st
+
+from envs.core import MILLI_PER_GPU, ClusterSpec, Job, cluster_from_dict
+from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
+from envs.sim import Simulator
+
+TYPES = ["V100", "A100-40GB", "H100"]
+"""GPU types of the random clusters (16, 40 and 80 GiB)."""
+
+
+@st.composite
+def clusters(draw) -> ClusterSpec:
+    """1-3 node groups of 1-4 nodes: 1, 2, 4 or 8 GPUs of one type in even or interleaved NVLink islands, CPUs and
+    RAM modelled or not, one or several racks, a dataset cache or none."""
+    groups = []
+    for i in range(draw(st.integers(1, 3))):
+        gpus = draw(st.sampled_from([1, 2, 4, 8]))
+        layouts = [{"island_size": d} for d in (1, 2, 4, 8) if gpus % d == 0]
+        if gpus >= 4:  # interleaved islands: even and odd GPUs
+            layouts.append({"islands": [list(range(0, gpus, 2)), list(range(1, gpus, 2))]})
+        groups.append({
+            "name": f"g{i}",
+            "count": draw(st.integers(1, 4)),
+            "gpu_type": draw(st.sampled_from(TYPES)),
+            "gpus": gpus,
+            **draw(st.sampled_from(layouts)),
+            "cpus": draw(st.sampled_from([0, 16, 64])),
+            "ram_gib": draw(st.sampled_from([0, 64, 512])),
+            "racks": draw(st.sampled_from([[0], [0, 1], [1, 2, 3], [5]])),
+            "cache_gib": draw(st.sampled_from([0, 30, 100])),
+        })
+    return cluster_from_dict({"name": "random", "node_groups": groups})
+
+
+@st.composite
+def jobs(draw, first_id: int, count: int, sizes: tuple[int, ...]) -> list[Job]:
+    """1 to ``count`` jobs submitted at 0 with ids from ``first_id``: whole GPUs (a count from ``sizes``) or a
+    fractional share, with or without type, GPU-memory, CPU, RAM and dataset needs."""
+    out = []
+    for job_id in range(first_id, first_id + draw(st.integers(1, count))):
+        fractional = draw(st.booleans()) and draw(st.booleans())
+        dataset = draw(st.sampled_from(["", "d1", "d1", "d2"]))
+        out.append(Job(
+            job_id=job_id, submit_time_s=0.0, runtime_s=100.0, runtime_estimate_s=100.0,
+            n_gpus=1 if fractional else draw(st.sampled_from(sizes)),
+            gpu_milli=draw(st.sampled_from([100, 250, 300, 500, 700])) if fractional else MILLI_PER_GPU,
+            gpu_types=frozenset(draw(st.sets(st.sampled_from(TYPES), max_size=2))),
+            gpu_mem_gib=draw(st.sampled_from([0.0, 0.0, 24.0])),
+            cpu_milli_per_gpu=draw(st.sampled_from([0, 0, 4000, 6000, 20_000])),
+            ram_mib_per_gpu=draw(st.sampled_from([0, 0, 65_536])),
+            dataset_id=dataset, dataset_gib=30.0 if dataset else 0.0,
+        ))
+    return out
+
+
+@st.composite
+def workloads(draw) -> list[Job]:
+    """1-20 jobs arriving over a minute: runtimes from 0 s, estimates below and above them, every kind of need."""
+    out = []
+    for job_id in range(draw(st.integers(1, 20))):
+        fractional = draw(st.booleans()) and draw(st.booleans())
+        runtime = draw(st.sampled_from([0.0, 1.0, 7.5, 30.0, 100.0]))
+        out.append(Job(
+            job_id=job_id,
+            submit_time_s=float(draw(st.integers(0, 60))),
+            runtime_s=runtime,
+            runtime_estimate_s=runtime * draw(st.sampled_from([0.5, 1.0, 3.0])) + 1,
+            n_gpus=1 if fractional else draw(st.integers(1, 12)),
+            gpu_milli=draw(st.sampled_from([100, 250, 500, 700])) if fractional else MILLI_PER_GPU,
+            gpu_types=frozenset(draw(st.sets(st.sampled_from(TYPES), max_size=2))),
+            gpu_mem_gib=draw(st.sampled_from([0.0, 0.0, 24.0])),
+            cpu_milli_per_gpu=draw(st.sampled_from([0, 0, 4000, 20_000])),
+            ram_mib_per_gpu=draw(st.sampled_from([0, 0, 65_536])),
+            user=draw(st.sampled_from(["ann", "bob"])),
+            comm_sensitivity=draw(st.sampled_from([0.0, 0.3, 1.0])),
+            dataset_id=(ds := draw(st.sampled_from(["", "a", "b", "c"]))),
+            dataset_gib=draw(st.sampled_from([10.0, 40.0, 200.0])) if ds else 0.0,
+        ))
+    return out
+
+
+def random_valid_gpus(sim: Simulator, job: Job, rng: random.Random) -> list[int] | None:
+    """Random GPUs on which ``job`` may start now (any valid allocation, not a rule's), or None when none exists."""
+    view = sim.view
+    if job.is_fractional:
+        candidates = np.flatnonzero(usable_gpu_mask(view, job)).tolist()
+        return [rng.choice(candidates)] if candidates else None
+    usable = usable_gpus_per_node(view, job)
+    c = view.cluster
+    candidates = []
+    for node in np.flatnonzero(usable):
+        first = c.node_first_gpu[node]
+        free = np.flatnonzero(view.gpu_free_milli[first : c.node_first_gpu[node + 1]] == MILLI_PER_GPU) + first
+        candidates.extend(free[: usable[node]].tolist())
+    return rng.sample(candidates, job.n_gpus) if len(candidates) >= job.n_gpus else None
+
+
+def random_state(cluster: ClusterSpec, fillers: list[Job], others: list[Job], fill: float, seed: int) -> Simulator:
+    """A simulator at t=0 in which a share ``fill`` of ``fillers`` were started on random valid GPUs.
+
+    The same arguments always build the same state (placement tests rebuild it once per rule).
+    """
+    rng = random.Random(seed)
+    sim = Simulator(cluster, fillers + others)
+    for job in fillers:
+        if job.job_id in sim.view.pending and rng.random() < fill:
+            gpus = random_valid_gpus(sim, job, rng)
+            if gpus is not None:
+                sim.start(job.job_id, gpus)
+    return sim
