@@ -31,6 +31,7 @@ class EnvConfig:
     backfill_assist: bool = False  # a Start of a job that does not fit reserves it; EASY backfills the rest
     work_conserving: bool = False  # Wait is masked while some Start is legal: GPUs never idle on purpose
     reward_weights: Mapping[str, float] = field(default_factory=lambda: {"wait": 1.0, "utilization": 0.0})
+    """Weight of each reward term (missing terms weigh 0; see Rewards)."""
     wait_scale_s: float = 3600.0  # the wait term pays -1 per job-hour of waiting [s]
     runtime_model: str = "full"  # "full" (speed, topology, staging) or "rigid" (none: SWF-style)
     load_factor: float = 1.0  # scales arrival rates (2 = twice the load)

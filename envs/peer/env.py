@@ -1,39 +1,5 @@
 """A Gymnasium env over the peer compatibility engine (:mod:`envs.peer.engine`): RL batch scheduling on equal terms
-with the published RLScheduler agent.
-
-Each episode is a sequence of consecutive jobs of an SWF trace (read by the peer's rules), scheduled from an empty
-machine by the peer's rules; at every decision the agent commits one queued job (no backfilling, or the peer's
-backfill when ``backfill=True``). Decisions with a single queued job are taken for the agent (there is no choice).
-
-Spaces (the shapes :class:`agents.network.SlotScorer` reads, so the same network learns here and on GPUClusterEnv):
-
-========================  ===========  ==================================================================
-key                       shape        features (all float32 in [0, 1])
-========================  ===========  ==================================================================
-``jobs``                  (K, 8)       in this order: present; wait; request (both log scale, 1 = ten
-                                       times the trace's longest request); procs / machine; nodes / free nodes
-                                       (clipped); fits now; bounded slowdown if started now (log scale,
-                                       1 = 1000); request x procs (log scale)
-``placements``            (K, 1, 2)    fits now; free nodes left after starting it / machine nodes
-``cluster``               (1, 6)       free nodes / machine; running jobs / machine nodes; queue length /
-                                       K (clipped); queue longer than K; nodes freed within 1 h and within
-                                       10 h of estimated ends / machine
-``global``                (2,)         share of the sequence started; share of the sequence arrived
-========================  ===========  ==================================================================
-
-The first K queued jobs (queue order, i.e. submit order) are visible, as in the peer's agent (K = 128).
-Actions: ``Discrete(K + 1)``; action k < K commits the job in slot k; the last action (Wait, kept so that the
-action layout matches GPUClusterEnv's) is always masked. A masked action changes nothing and returns
-``info["refused"]``.
-
-Reward: when jobs start, minus their bounded slowdowns ``max(1, (wait + run) / max(run, 10)) / n`` (n = jobs in
-the sequence), divided by ``reward_scale``; an episode's return is therefore minus the peer's metric (average
-bounded slowdown) / ``reward_scale``. The final ``info["episode_metrics"]["avg_bsld"]`` is that metric.
-
-Sequences: ``sampling="any"`` draws the first job uniformly from ``[L, n_jobs - L - 1)`` as the peer's trainer
-does (L = ``sequence_jobs``); ``sampling="outside_test"`` draws only sequences that share no job with the peer's
-evaluation windows (``peer_start_indices`` of ``test_length`` jobs). ``reset(options={"start": i, "length": L})``
-plays a chosen window (the evaluation protocol).
+with the published RLScheduler agent (``gpusched/RLSched-v0``; the reference is :class:`PeerSchedEnv`'s docstring).
 """
 
 from __future__ import annotations
@@ -121,7 +87,68 @@ def training_starts(trace_jobs: int, config: PeerEnvConfig) -> np.ndarray:
 
 
 class PeerSchedEnv(gym.Env):
-    """RL batch scheduling in the peer compatibility mode; see the module docstring."""
+    """
+    ## Description
+    RL batch scheduling in the peer compatibility mode. Each episode is a sequence of consecutive jobs of an SWF
+    trace (read by the peer's rules, :mod:`envs.peer.swf`), scheduled from an empty machine by the peer's rules
+    (:mod:`envs.peer.engine`); at every decision the agent commits one queued job, which starts when it fits (no
+    backfilling, or the peer's backfill when ``backfill=True``). Decisions with a single queued job are taken for
+    the agent: there is no choice.
+
+    ## Action Space
+    ``Discrete(K + 1)``: action k < K commits the job in slot k (the first K queued jobs in queue order, i.e.
+    submit order, as in the peer's agent: K = 128 by default). The last action (Wait, kept so that the action
+    layout matches GPUClusterEnv's) is always masked; ``action_masks()`` marks the occupied slots. A masked action
+    changes nothing and returns ``info["refused"]``.
+
+    ## Observation Space
+    A ``Dict`` of float32 arrays in [0, 1], the shapes :class:`agents.network.SlotPolicy` reads, so that the same
+    network learns here and on GPUClusterEnv:
+
+    | key | shape | feature | normalization |
+    |---|---|---|---|
+    | jobs | (K, 8) | present | 1 if the slot holds a job |
+    | | | wait | log(1 + now − submit) / log(1 + 10 × the trace's longest request) |
+    | | | request | log(1 + requested time) / the same scale |
+    | | | procs | processors / machine processors |
+    | | | nodes | nodes needed / free nodes (clipped) |
+    | | | fits_now | 1 if it fits now |
+    | | | bsld_now | log(bounded slowdown if started now) / log(1000) |
+    | | | area | log(1 + request × procs) / (time scale + log(machine processors)) |
+    | placements | (K, 1, 2) | fits_now | 1 if it fits now |
+    | | | free_left | free nodes left after starting it / machine nodes |
+    | cluster | (1, 6) | free_nodes | free nodes / machine nodes |
+    | | | running | running jobs / machine nodes |
+    | | | queue | queue length / K (clipped) |
+    | | | queue_beyond_window | 1 if the queue is longer than K |
+    | | | freed_1h | nodes freed within 1 h of now by estimated ends (start + request) / machine nodes |
+    | | | freed_10h | the same within 10 h |
+    | global | (2,) | started | share of the sequence's jobs started |
+    | | | arrived | share of the sequence's jobs arrived |
+
+    ## Rewards
+    When jobs start, minus their bounded slowdowns ``max(1, (wait + run) / max(run, 10)) / n`` (n = jobs in the
+    sequence), divided by ``reward_scale``: an episode's return is minus the peer's metric (average bounded
+    slowdown) / ``reward_scale``.
+
+    ## Starting State
+    ``reset(seed=...)`` draws the sequence's first job with ``self.np_random``: ``sampling="any"`` uniformly from
+    ``[L, n_jobs - L - 1)`` as the peer's trainer does (L = ``sequence_jobs``); ``sampling="outside_test"`` only
+    among sequences that share no job with the peer's evaluation windows (``peer_start_indices`` of
+    ``test_length`` jobs). ``reset(options={"start": i, "length": L})`` plays a chosen window (the evaluation
+    protocol).
+
+    ## Episode End
+    Terminated when every job of the sequence has started; ``info["episode_metrics"]["avg_bsld"]`` is then the
+    peer's metric.
+
+    ## Arguments
+    ``gym.make("gpusched/RLSched-v0", trace=PATH, **overrides)``: :class:`PeerEnvConfig` fields, as keywords or a
+    ``config`` dict or object (unknown keys raise ``ConfigError``).
+
+    ## Version History
+    - v0: initial version.
+    """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 

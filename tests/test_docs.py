@@ -1,0 +1,26 @@
+"""The documentation that follows the code is current: docs/env.md is what docs/make_env_md.py makes of the envs'
+docstrings and configs, and the README's policy-name grammar names every registered part."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from paths import ROOT
+
+
+def test_env_reference_is_generated_from_the_docstrings():
+    done = subprocess.run([sys.executable, str(ROOT / "docs" / "make_env_md.py"), "--check"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_readme_names_every_policy_part():
+    from baselines.backfill import BACKFILL_DOCS
+    from baselines.orders import ORDER_DOCS
+    from envs.placement import PLACEMENT_DOCS
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Policy names"):readme.index("## Benchmarks")]
+    missing = [name for name in (*ORDER_DOCS, *BACKFILL_DOCS, *PLACEMENT_DOCS) if f"`{name}`" not in section]
+    assert missing == [], f"README's policy names lack {missing}"
