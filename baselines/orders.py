@@ -5,17 +5,7 @@ decide what to do with the ranking. Every order breaks ties by submit time, then
 job's GPU share (``n_gpus × gpu_milli / 1000``, so a half-GPU job counts 0.5), "req" its requested wall time
 ``runtime_estimate_s`` and "wait" ``now - submit`` [s].
 
-===========  =======================================================================================================
-fcfs, fifo   submit time, earliest first
-sjf          req ascending (shortest job first)
-saf          GPUs × req ascending (smallest area first)
-ljf          req descending (longest job first)
-wfp3         (wait / req′)³ × GPUs, highest first: dynamic, long waits of short jobs win
-unicep       wait / (log2(max(GPUs, 2)) × req′), highest first: dynamic
-f1           log10(req′) × GPUs + 870 × log10(submit′), lowest first
-fairshare    Slurm classic fair-share factor F = 2^(-U/S) of the job's user (or team), highest first, then age
-multifactor  Slurm multifactor: w_age·age + w_fairshare·F + w_size·size + w_qos·qos, highest first
-===========  =======================================================================================================
+Each order's key is the first line of its class docstring; :data:`ORDER_DOCS` (``python -m baselines``) lists them.
 
 Guards: req′ = max(req, 0.1 s) and submit′ = max(submit, 0.1 s), so that no key divides by zero or takes the log
 of zero (a request of 0 s is valid input). UNICEP's log2(GPUs) is 0 for one GPU and negative for a fractional
@@ -121,7 +111,7 @@ class Ljf(_KeyOrder):
 
 
 class Wfp3(_KeyOrder):
-    """WFP3: priority (wait / req′)³ × GPUs, highest first; req′ = max(req, 0.1 s)."""
+    """WFP3: priority (wait / req′)³ × GPUs, highest first (dynamic: long waits of short jobs win)."""
 
     name = "wfp3"
 
@@ -130,7 +120,7 @@ class Wfp3(_KeyOrder):
 
 
 class Unicep(_KeyOrder):
-    """UNICEP: priority wait / (log2(max(GPUs, 2)) × req′), highest first (guards in the module docstring)."""
+    """UNICEP: priority wait / (log2(max(GPUs, 2)) × req′), highest first (dynamic)."""
 
     name = "unicep"
 
@@ -140,7 +130,7 @@ class Unicep(_KeyOrder):
 
 
 class F1(_KeyOrder):
-    """F1: key log10(req′) × GPUs + 870 × log10(submit′), lowest first; req′, submit′ floored at 0.1 s."""
+    """F1: key log10(req′) × GPUs + 870 × log10(submit′), lowest first."""
 
     name = "f1"
 
@@ -175,7 +165,7 @@ class FairShareOrder:
 
 
 class MultifactorOrder:
-    """Slurm multifactor priority: a weighted sum of four factors in [0, 1], highest first.
+    """Slurm multifactor: w_age·age + w_fairshare·F + w_size·size + w_qos·qos, each factor in [0, 1], highest first.
 
     priority = w_age × min(1, wait / max_age_s) + w_fairshare × F + w_size × GPUs / cluster GPUs
     + w_qos × clip(job.priority / max_priority, 0, 1).
@@ -245,19 +235,17 @@ ORDERS: dict[str, Callable[..., Order]] = {
 }
 """Factories of the priority orders by name; they take keyword parameters (see each class)."""
 
-ORDER_DOCS: dict[str, str] = {
-    "fcfs": "first come, first served: submit time",
-    "fifo": "alias of fcfs",
-    "sjf": "shortest job first: requested wall time ascending",
-    "saf": "smallest area first: GPUs x requested wall time ascending",
-    "ljf": "longest job first: requested wall time descending",
-    "wfp3": "(wait / req)^3 x GPUs, highest first (dynamic)",
-    "unicep": "wait / (log2(max(GPUs, 2)) x req), highest first (dynamic)",
-    "f1": "log10(req) x GPUs + 870 x log10(submit), lowest first",
-    "fairshare": "Slurm classic fair share 2^(-U/S) with decayed GPU-second usage, then age",
-    "multifactor": "Slurm multifactor: weighted age, fair-share, job-size and QoS factors",
-}
-"""One line per order, for command-line help and reports."""
+def _order_docs() -> dict[str, str]:
+    docs: dict[str, str] = {}
+    for name, factory in ORDERS.items():
+        alias = next((other for other in docs if ORDERS[other] is factory), None)
+        first_paragraph = (inspect.getdoc(factory) or "").split("\n\n")[0]
+        docs[name] = f"alias of {alias}" if alias else " ".join(first_paragraph.split())
+    return docs
+
+
+ORDER_DOCS: dict[str, str] = _order_docs()
+"""One line per order (the first paragraph of its class docstring), for command-line help and reports."""
 
 
 def make_order(name: str, **params: object) -> Order:

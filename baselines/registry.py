@@ -50,7 +50,9 @@ def make(name: str, **order_params: Any) -> Any:
 
 def catalogue() -> str:
     """Every order, backfilling mode and placement rule, and the peer-compatible policies, one line each."""
-    sections = [("Priority orders (ORDER)", ORDER_DOCS), ("Backfilling (+BACKFILL, default none)", BACKFILL_DOCS),
+    sections = [("Priority orders (ORDER; GPUs = GPU share, req = requested wall time, req′ = max(req, 0.1 s))",
+                 ORDER_DOCS),
+                ("Backfilling (+BACKFILL, default none)", BACKFILL_DOCS),
                 ("Placement rules (/PLACEMENT, default firstfit)", PLACEMENT_DOCS),
                 ("Peer compatibility (rls:ORDER[/BY@FRACTION][+rlsbackfill], SWF traces only)", RLS_DOCS)]
     lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT], e.g. sjf+easy/topology; "
