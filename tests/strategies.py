@@ -4,11 +4,13 @@ random simulator states the placement tests ask their rules about."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
 import numpy as np
 from hypothesis import strategies as st
 
 from envs.core import MILLI_PER_GPU, ClusterSpec, Job, cluster_from_dict
+from envs.placement import PLACEMENT_RULES
 from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
 from envs.sim import Simulator
 
@@ -116,3 +118,24 @@ def random_state(cluster: ClusterSpec, fillers: list[Job], others: list[Job], fi
             if gpus is not None:
                 sim.start(job.job_id, gpus)
     return sim
+
+
+def placements_on_random_states(name: str, cluster: ClusterSpec, fillers: list[Job], probes: list[Job], fill: float,
+                                seed: int) -> Iterator[tuple[Simulator, Job, np.ndarray | None]]:
+    """Rule ``name`` asked about each probe not rejected at submission, on a fresh :func:`random_state`: yields
+    (state, probe, the rule's GPUs) once the rule is found complete (None exactly when no valid allocation exists);
+    after the caller's own checks, starts the probe there (the simulator refuses an invalid allocation)."""
+    for probe in probes:
+        sim = random_state(cluster, fillers, probes, fill, seed)
+        if probe.job_id not in sim.view.pending:  # rejected at submission
+            continue
+        gpus = PLACEMENT_RULES[name](sim.view, probe)
+        if probe.is_fractional:
+            feasible = bool(usable_gpu_mask(sim.view, probe).any())
+        else:
+            feasible = int(usable_gpus_per_node(sim.view, probe).sum()) >= probe.n_gpus
+        assert (gpus is not None) == feasible, name
+        yield sim, probe, gpus
+        if gpus is not None:
+            assert gpus.dtype == np.int64 and gpus.size == probe.n_gpus and (np.diff(gpus) > 0).all()
+            sim.start(probe.job_id, gpus)  # raises ActionRefused if the simulator disagrees

@@ -7,17 +7,16 @@ numbering is global, node by node. Expected allocations are worked out in the co
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import clusters, jobs, random_state
+from strategies import clusters, jobs, placements_on_random_states
 
 from envs.core import Job
 from envs.core.presets import cluster_from_dict
 from envs.placement import PLACEMENT_DOCS, PLACEMENT_RULES, pack
 from envs.placement.aware import DEFAULT_MIX, fragmentation, locality
-from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
+from envs.placement.feasibility import usable_gpus_per_node
 from envs.scenario import load_cluster
 from envs.sim import Simulator
 
@@ -202,19 +201,7 @@ def reference(name: str, sim: Simulator, job: Job) -> list[int] | None:
 @given(cluster=clusters(), fillers=jobs(0, 12, (1, 1, 2, 4)), probes=jobs(100, 3, (1, 2, 3, 4, 6, 8, 12)),
        fill=st.sampled_from([0.3, 0.7]), seed=st.integers(0, 2**16))
 def test_aware_rules_are_complete_exact_and_accepted_by_the_simulator(name, cluster, fillers, probes, fill, seed):
-    for probe in probes:
-        sim = random_state(cluster, fillers, probes, fill, seed)
-        if probe.job_id not in sim.view.pending:  # rejected at submission
-            continue
-        gpus = PLACEMENT_RULES[name](sim.view, probe)
-        if probe.is_fractional:
-            feasible = bool(usable_gpu_mask(sim.view, probe).any())
-        else:
-            feasible = int(usable_gpus_per_node(sim.view, probe).sum()) >= probe.n_gpus
-        assert (gpus is not None) == feasible, name
+    for sim, probe, gpus in placements_on_random_states(name, cluster, fillers, probes, fill, seed):
         expected = reference(name, sim, probe)
         if expected is not None:
             assert gpus.tolist() == expected, name
-        if gpus is not None:
-            assert gpus.dtype == np.int64 and gpus.size == probe.n_gpus and (np.diff(gpus) > 0).all()
-            sim.start(probe.job_id, gpus)  # raises ActionRefused if the simulator disagrees

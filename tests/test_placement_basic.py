@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import clusters, jobs, random_state
+from strategies import clusters, jobs, placements_on_random_states
 
 from envs.core import ConfigError, Job, TopologyLevel
 from envs.core.presets import cluster_from_dict
@@ -308,18 +308,6 @@ def reference(name: str, sim: Simulator, job: Job) -> list[int] | None:
        probes=jobs(100, 3, (1, 2, 2, 3, 4, 5, 6, 8, 12)), fill=st.sampled_from([0.3, 0.6, 0.9]),
        seed=st.integers(0, 2**16))
 def test_basic_rules_are_complete_exact_and_accepted_by_the_simulator(name, cluster, fillers, probes, fill, seed):
-    for probe in probes:
-        sim = random_state(cluster, fillers, probes, fill, seed)
-        if probe.job_id not in sim.view.pending:  # rejected at submission
-            continue
-        gpus = PLACEMENT_RULES[name](sim.view, probe)
-        if probe.is_fractional:
-            feasible = bool(usable_gpu_mask(sim.view, probe).any())
-        else:
-            feasible = int(usable_gpus_per_node(sim.view, probe).sum()) >= probe.n_gpus
-        assert (gpus is not None) == feasible, name
+    for sim, probe, gpus in placements_on_random_states(name, cluster, fillers, probes, fill, seed):
         if name != "firstfit":  # first-fit's documented choice is not modelled by `reference`
             assert (None if gpus is None else gpus.tolist()) == reference(name, sim, probe), name
-        if gpus is not None:
-            assert gpus.dtype == np.int64 and gpus.size == probe.n_gpus and (np.diff(gpus) > 0).all()
-            sim.start(probe.job_id, gpus)  # raises ActionRefused if the simulator disagrees

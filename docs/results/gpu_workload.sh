@@ -77,20 +77,7 @@ for policy, v in rows.items():
 }
 
 SECTIONS=(default_experiment default_table philly_experiment philly_table)
-
-if [[ $# -eq 0 ]]; then
-    echo "sections (in order; 'all' runs them all): ${SECTIONS[*]//_/-}"
-    exit 0
-fi
-for section in "$@"; do
-    if [[ $section == all ]]; then
-        for s in "${SECTIONS[@]}"; do "$s"; done
-        continue
-    fi
-    name=${section//-/_}
-    if [[ " ${SECTIONS[*]} " != *" $name "* ]]; then
-        echo "unknown section $section (run without arguments for the list)" >&2
-        exit 2
-    fi
-    "$name"
-done
+OTHERS=()
+# shellcheck source=sections.sh
+source docs/results/sections.sh
+run_sections "$@"

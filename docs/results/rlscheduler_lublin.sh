@@ -8,8 +8,9 @@
 #
 # REMOVED CODE: the sections named removed-* (and lookahead) train with code that was later removed. Each runs only
 # with its commit checked out (the section says which and refuses any other). That commit does not contain this
-# script, so copy the script out of the tree first, e.g. (from the repository root)
-#   cp docs/results/rlscheduler_lublin.sh .. && git checkout 0394169 && bash ../rlscheduler_lublin.sh removed-critic
+# script, so copy it and sections.sh out of the tree first, e.g. (from the repository root)
+#   cp docs/results/{rlscheduler_lublin,sections}.sh .. && git checkout 0394169 && \
+#       bash ../rlscheduler_lublin.sh removed-critic
 # The other sections run at f62e0b9 (later commits may rename flags).
 #
 # Rows whose command was not recorded (A4, A6, C10, C11, C12, C43) appear below as comments only. Runs that were
@@ -22,6 +23,7 @@
 # Run folders go to runs/ (ignored by git); PYTHON selects the interpreter (default: python).
 set -euo pipefail
 
+SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # where this script and sections.sh are
 cd "$(git rev-parse --show-toplevel)"
 PYTHON=${PYTHON:-python}
 TRACE=../shared/traces/lublin-synthetic/lublin_256.swf
@@ -314,22 +316,7 @@ print('per-window best of SJF and F1:', round(sum(best.values()) / len(best), 2)
 # ---------------------------------------------------------------------------------------------------------------
 
 SECTIONS=(nobf_anywhere nobf_outside bf_anywhere bf_outside shortlist orders imitation sampled tried)
-REMOVED=(removed_critic removed_relsjf removed_endsjf removed_samplers removed_progress lookahead)
-
-if [[ $# -eq 0 ]]; then
-    echo "sections at f62e0b9 (in order; 'all' runs them all): ${SECTIONS[*]//_/-}"
-    echo "sections at their own commit: ${REMOVED[*]//_/-}"
-    exit 0
-fi
-for section in "$@"; do
-    if [[ $section == all ]]; then
-        for s in "${SECTIONS[@]}"; do "$s"; done
-        continue
-    fi
-    name=${section//-/_}
-    if [[ " ${SECTIONS[*]} ${REMOVED[*]} " != *" $name "* ]]; then
-        echo "unknown section $section (run without arguments for the list)" >&2
-        exit 2
-    fi
-    "$name"
-done
+OTHERS=(removed_critic removed_relsjf removed_endsjf removed_samplers removed_progress lookahead)  # own commits
+# shellcheck source=sections.sh
+source "$SCRIPTS/sections.sh"
+run_sections "$@"
