@@ -27,10 +27,10 @@ from pathlib import Path
 
 from baselines import FifoFirstFit
 from envs.core import ClusterSpec, RuntimeConfig
-from envs.core.cluster import swf_machine
 from envs.core.presets import cluster_from_dict
+from envs.scenario import scenario
 from envs.sim import simulate
-from envs.workload import Workload, load_swf
+from envs.workload import Workload
 from envs.workload.synthetic import generate, load_workload_config
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -54,8 +54,8 @@ def case_inputs(case: str) -> tuple[ClusterSpec, Workload, RuntimeConfig]:
     if case == "llnl":
         if not LLNL.exists():
             raise SystemExit(f"LLNL trace not found at {LLNL}")
-        workload = load_swf(LLNL)
-        return swf_machine(workload.machine_gpus), workload, RuntimeConfig.rigid()
+        world = scenario(f"swf:{LLNL}")  # the trace's own machine, rigid runtime model
+        return world.cluster, world.workload, world.runtime
     cluster = big_cluster()
     config = dataclasses.replace(load_workload_config("default"), n_jobs=100_000)
     return cluster, generate(config, seed=0, capacity_gpus=cluster.n_gpus), RuntimeConfig()

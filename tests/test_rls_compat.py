@@ -1,4 +1,4 @@
-"""Peer compatibility mode: RLScheduler's heuristic results reproduced job for job (envs/peer_rls.py).
+"""Peer compatibility mode: RLScheduler's heuristic results reproduced job for job (envs/peer/engine.py).
 
 The reference (``../shared/reference``) holds what the unmodified peer simulator computes; see its SEMANTICS.md.
 """
