@@ -31,6 +31,9 @@ class ModelPolicy:
     def __init__(self, model_path: str | Path, env_config: EnvConfig, device: str = "cpu") -> None:
         from sb3_contrib import MaskablePPO
 
+        if env_config.backfill_assist:
+            raise ConfigError(f"model {model_path}: trained with backfill_assist, which the policy adapter does not "
+                              "replay yet")
         self.name = str(model_path)
         self.config = env_config
         self.model = MaskablePPO.load(str(model_path), device=device)
@@ -86,7 +89,4 @@ def load(model_path: str | Path, device: str = "cpu") -> ModelPolicy:
     run = run_config(path)
     if run.get("env_id") == PEER_ENV_ID:
         raise ConfigError(f"model {path}: trained on {PEER_ENV_ID} (peer mode); run it as rls:{path} on an SWF trace")
-    config = EnvConfig.from_dict(run.get("env", {}))
-    if config.backfill_assist:
-        raise ConfigError(f"model {path}: trained with backfill_assist, which the policy adapter does not replay yet")
-    return ModelPolicy(path, config, device)
+    return ModelPolicy(path, EnvConfig.from_dict(run.get("env", {})), device)

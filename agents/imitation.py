@@ -19,6 +19,7 @@ import torch
 
 from baselines.registry import make, parse
 from baselines.rls import rls_policy
+from envs.gymenv.actions import start_action, wait_action
 from envs.gymenv.env import GPUClusterEnv
 from envs.peer.env import PeerSchedEnv
 from envs.sim.policy import Start
@@ -44,17 +45,18 @@ class HeuristicTeacher:
 
     def __call__(self, env: GPUClusterEnv) -> int:
         mask = env.action_masks()
-        rules = list(env.config.placement_rules)
-        p = len(rules)
+        config = env.config
+        rules = list(config.placement_rules)
         action = self.scheduler.act(env.view)
         slot = next((i for i, job in enumerate(env.visible_jobs)
                      if isinstance(action, Start) and job.job_id == action.job_id), None)
         if slot is not None:
             preferred = [rules.index(self.rule)] if self.rule in rules else []
-            for rule in preferred + list(range(p)):
-                if mask[slot * p + rule]:
-                    return slot * p + rule
-        return len(mask) - 1 if mask[-1] else int(np.flatnonzero(mask)[0])
+            for rule in preferred + list(range(len(rules))):
+                if mask[start_action(config, slot, rule)]:
+                    return start_action(config, slot, rule)
+        wait = wait_action(config)
+        return wait if mask[wait] else int(np.flatnonzero(mask)[0])
 
 
 class PeerTeacher:

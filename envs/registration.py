@@ -25,10 +25,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "gpusched/GPUCluster-PriorityOnly-v0": {"placement_rules": ("pack",)},
     # The agent picks which job to reserve for next; EASY backfilling fills the holes (placement: pack).
     "gpusched/GPUCluster-BackfillAssisted-v0": {"backfill_assist": True, "placement_rules": ("pack",)},
-    # Trace replays (give workload="FORMAT:PATH"): SWF on its own machine, rigid runtime, first-fit.
+    # Trace replays (give workload="FORMAT:PATH") on the trace's own cluster (SWF's machine, openb's node list,
+    # philly-like for Philly); SWF with the rigid runtime model and first-fit.
     "gpusched/SWF-v0": {"workload": "swf:", "cluster": "auto", "runtime_model": "rigid",
                         "placement_rules": ("firstfit",)},
-    "gpusched/Philly-v0": {"workload": "philly:", "cluster": "philly-like"},
+    "gpusched/Philly-v0": {"workload": "philly:", "cluster": "auto"},
     "gpusched/Openb-v0": {"workload": "openb:", "cluster": "auto"},
 }
 """Every registered id and the EnvConfig overrides that define it."""

@@ -5,7 +5,7 @@ Spec strings:
 - a workload: a synthetic preset name (``default``, ``small``) or generator YAML path; or a trace as
   ``FORMAT:PATH`` with FORMAT one of ``swf``, ``philly``, ``openb``, ``tiresias`` (:func:`trace_spec`);
 - a cluster (:func:`load_cluster`): a preset name (``tiny``), a preset YAML path, ``swf:N`` (an SWF machine of N
-  processors) or ``openb:NODE_LIST.csv``; ``auto`` or None (:func:`scenario_cluster`): a trace's natural cluster
+  processors) or ``openb:NODE_LIST.csv``; ``auto``, empty or None (:func:`scenario_cluster`): a trace's natural cluster
   (:func:`~envs.workload.loaders.natural_cluster`), :data:`DEFAULT_CLUSTER` for a synthetic workload;
 - a runtime model: ``full`` or ``rigid`` (:meth:`~envs.core.runtime.RuntimeConfig.named`); a run's default
   (:func:`default_runtime_model`) is ``rigid`` for SWF traces, whose jobs are rigid, and ``full`` otherwise.
@@ -94,9 +94,9 @@ def _load_trace_cached(path: str, fmt: str) -> Workload:
 
 
 def scenario_cluster(cluster: str | None, trace: TraceSpec | None, workload: Workload | None) -> ClusterSpec:
-    """The cluster named by ``cluster``; for None or ``auto``, the natural cluster of ``trace`` (whose job table is
-    ``workload``) or :data:`DEFAULT_CLUSTER` for a synthetic workload."""
-    if cluster is not None and cluster != AUTO:
+    """The cluster named by ``cluster``; when it is not given (None, empty or ``auto``), the natural cluster of
+    ``trace`` (whose job table is ``workload``), or :data:`DEFAULT_CLUSTER` for a synthetic workload."""
+    if cluster and cluster != AUTO:
         return load_cluster(cluster)
     if trace is None or workload is None:
         return load_cluster(DEFAULT_CLUSTER)

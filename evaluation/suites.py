@@ -30,7 +30,6 @@ SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 GPU_TRACES = {"philly": SHARED_TRACES / "philly-rfold" / "philly_trace.csv.gz",
               "openb": SHARED_TRACES / "alibaba-openb-gpu-v2023" / "openb_pod_list_default.csv"}
 GPU_WINDOWS = {"philly": (100_000, 2_000), "openb": (4_000, 2_000)}  # (first job, jobs): busy stretches of each
-GPU_CLUSTERS = {"philly": "philly-like", "openb": None}  # None: the trace's own node list
 GPU_LOADS = {"philly": 30.0, "openb": 1.0}
 """Arrival compression per trace in the gpu suite. A 2,000-job window of Philly barely queues on 2,400 GPUs at its
 own pace (its long jobs dominate the GPU-seconds, not the contention); ×30 makes it queue (mean wait about 3 min
@@ -68,7 +67,7 @@ def _gpu(policies: Sequence[str], workloads: Sequence[str], cluster: str | None,
         if spec is None or spec.fmt not in GPU_WINDOWS:
             raise ConfigError(f"suite gpu: {trace!r} is not a philly: or openb: trace")
         fmt = spec.fmt
-        specs += [RunSpec(p, trace, cluster or GPU_CLUSTERS[fmt], 0, GPU_LOADS[fmt] * load, GPU_WINDOWS[fmt])
+        specs += [RunSpec(p, trace, cluster, 0, GPU_LOADS[fmt] * load, GPU_WINDOWS[fmt])  # None: natural cluster
                   for load in loads for p in policies]
     return specs
 

@@ -89,6 +89,34 @@ def workloads(draw) -> list[Job]:
     return out
 
 
+@st.composite
+def queues(draw) -> list[Job]:
+    """1-14 jobs for the priority orders: submits from 0 to 50 s (ties included), estimates from 0 s, fractional
+    shares, three users in two teams, priority classes 0-3."""
+    out = []
+    for job_id in range(draw(st.integers(1, 14))):
+        fractional = draw(st.booleans())
+        out.append(Job(
+            job_id=job_id, submit_time_s=float(draw(st.sampled_from([0, 0, 5, 20, 50]))),
+            runtime_s=float(draw(st.sampled_from([1, 10, 30]))),
+            runtime_estimate_s=float(draw(st.sampled_from([0, 10, 30, 100]))),
+            n_gpus=1 if fractional else draw(st.sampled_from([1, 2, 4, 8])),
+            gpu_milli=draw(st.sampled_from([250, 500])) if fractional else 1000,
+            user=draw(st.sampled_from("abc")), team=draw(st.sampled_from("xy")), priority=draw(st.integers(0, 3)),
+        ))
+    return out
+
+
+@st.composite
+def exact_workloads(draw) -> list[Job]:
+    """2-16 whole-GPU jobs (1-6 GPUs) whose estimates are exact: runtime = requested wall time, 1-60 s."""
+    out = []
+    for job_id in range(draw(st.integers(2, 16))):
+        est = float(draw(st.integers(1, 60)))
+        out.append(Job(job_id, float(draw(st.integers(0, 80))), est, est, n_gpus=draw(st.integers(1, 6))))
+    return out
+
+
 def random_valid_gpus(sim: Simulator, job: Job, rng: random.Random) -> list[int] | None:
     """Random GPUs on which ``job`` may start now (any valid allocation, not a rule's), or None when none exists."""
     view = sim.view

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import exact_workloads
 
 from baselines.registry import make
 from envs.core import Job, RuntimeConfig
@@ -71,15 +72,6 @@ def test_estimates_not_runtimes_drive_backfilling():
     # is not backfilled although it would have finished in time.
     jobs = [job(1, 0, 6, 100), job(2, 1, 8, 100), job(3, 2, 2, 150, run=50)]
     assert starts("fcfs+easy", jobs)[3] == (200, 250)
-
-
-@st.composite
-def exact_workloads(draw):
-    jobs = []
-    for job_id in range(draw(st.integers(2, 16))):
-        est = float(draw(st.integers(1, 60)))
-        jobs.append(job(job_id, float(draw(st.integers(0, 80))), draw(st.integers(1, 6)), est))
-    return jobs
 
 
 HOMOGENEOUS = cluster_from_dict({"name": "h", "node_groups": [

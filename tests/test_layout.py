@@ -3,7 +3,9 @@
 Layers under ``envs/`` import only downwards: core ← workload ← scenario, sim ← placement ← gymenv, peer ←
 registration; packages of one layer do not import each other. Around ``envs/`` the project runs one way too:
 envs ← baselines ← agents ← evaluation ← evaluate.py ← train.py ← benchmarks/. Every import counts, those inside
-functions and ``TYPE_CHECKING`` blocks included, and the module graph has no circle.
+functions and ``TYPE_CHECKING`` blocks included (an import made by ``importlib`` at run time is not seen), and the
+module graph has no circle. Importing ``a.b.c`` also runs the packages ``a`` and ``a.b``: the graph has those edges
+too, except to the importer's own packages (already running when it runs).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ ENVS_LAYERS = {
     "envs.gymenv": 4,
     "envs.peer": 4,
     "envs.registration": 5,
-    "envs": 6,  # the package's __init__: it only registers the ids
+    "envs": 6,  # the package's __init__ alone: it only registers the ids
 }
-"""Each part of ``envs/`` and its layer: a module may import its own part and parts of lower layers only."""
+"""Each part of ``envs/`` and its layer: a module may import its own part and parts of lower layers only. A key is a
+package or a module; ``envs`` stands for ``envs/__init__.py`` only."""
 
 PROJECT_LAYERS = {"envs": 0, "baselines": 1, "agents": 2, "evaluation": 3, "evaluate": 4, "train": 5, "benchmarks": 6}
 """The project's top-level parts, in the order they may import each other."""
@@ -35,7 +38,8 @@ PROJECT_LAYERS = {"envs": 0, "baselines": 1, "agents": 2, "evaluation": 3, "eval
 HEAVY = ("gymnasium", "torch", "stable_baselines3", "sb3_contrib")
 LIGHT_PARTS = ("envs.core", "envs.workload", "envs.scenario", "envs.sim", "envs.placement", "envs.peer.engine",
                "envs.peer.swf", "envs.peer.joblog")
-"""Parts that must import none of :data:`HEAVY`, directly or through other modules of the project."""
+"""Parts whose modules import none of :data:`HEAVY`, directly or through other modules of the project (``envs``'s
+own ``__init__`` aside: it registers the ids with Gymnasium; the cheap-import test checks that no torch comes in)."""
 
 
 def module_files() -> dict[str, Path]:
@@ -62,7 +66,8 @@ def imports_of(name: str) -> tuple[set[str], set[str]]:
     for node in ast.walk(ast.parse(MODULES[name].read_text(), str(MODULES[name]))):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):  # the project has no relative imports
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{name} line {node.lineno}: a relative import (the project writes absolute ones)"
             targets = [node.module or ""]
             targets += [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in MODULES]
         else:
@@ -71,17 +76,28 @@ def imports_of(name: str) -> tuple[set[str], set[str]]:
             if target.split(".")[0] in tops:
                 assert target in MODULES, f"{name} imports {target}, which is no module of the project"
                 project.add(target)
+                parts = target.split(".")
+                project |= {".".join(parts[:k]) for k in range(1, len(parts))} - packages_of(name)
             else:
                 other.add(target.split(".")[0])
     return project - {name}, other
+
+
+def packages_of(name: str) -> set[str]:
+    """The packages above module ``name`` (``a`` and ``a.b`` for ``a.b.c``), and ``name`` itself when it is one."""
+    parts = name.split(".")
+    above = {".".join(parts[:k]) for k in range(1, len(parts))}
+    return above | ({name} if MODULES[name].name == "__init__.py" else set())
 
 
 GRAPH = {name: imports_of(name)[0] for name in MODULES}
 
 
 def part_of(name: str, layers: dict[str, int]) -> str | None:
-    """The longest key of ``layers`` that is ``name`` or a package above it."""
-    candidates = [p for p in layers if name == p or name.startswith(p + ".")]
+    """The longest key of ``layers`` that is ``name`` or a package above it; in :data:`ENVS_LAYERS`, ``envs``
+    stands for itself only."""
+    exact = {"envs"} if layers is ENVS_LAYERS else set()
+    candidates = [p for p in layers if name == p or (p not in exact and name.startswith(p + "."))]
     return max(candidates, key=len) if candidates else None
 
 

@@ -13,6 +13,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import queues
 
 from baselines.fairshare import DecayedUsage, decayed_gpu_s
 from baselines.orders import (
@@ -289,22 +290,6 @@ def keys_of(order: Order, view) -> dict[int, float]:
     return {j.job_id: key(j) for j in view.pending.values()}
 
 
-@st.composite
-def workloads(draw):
-    jobs = []
-    for job_id in range(draw(st.integers(1, 14))):
-        fractional = draw(st.booleans())
-        jobs.append(Job(
-            job_id=job_id, submit_time_s=float(draw(st.sampled_from([0, 0, 5, 20, 50]))),
-            runtime_s=float(draw(st.sampled_from([1, 10, 30]))),
-            runtime_estimate_s=float(draw(st.sampled_from([0, 10, 30, 100]))),
-            n_gpus=1 if fractional else draw(st.sampled_from([1, 2, 4, 8])),
-            gpu_milli=draw(st.sampled_from([250, 500])) if fractional else 1000,
-            user=draw(st.sampled_from("abc")), team=draw(st.sampled_from("xy")), priority=draw(st.integers(0, 3)),
-        ))
-    return jobs
-
-
 ORDER_CASES = {**{name: factory for name, factory in ORDERS.items()},
                "fairshare-team-20s": lambda: FairShareOrder(half_life_s=20.0, by="team")}
 """Every registered order, and fair share by team with a short half-life (usage decays between decisions)."""
@@ -312,7 +297,7 @@ ORDER_CASES = {**{name: factory for name, factory in ORDERS.items()},
 
 @pytest.mark.parametrize("name", ORDER_CASES)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(jobs=workloads(), seed=st.integers(0, 2**16))
+@given(jobs=queues(), seed=st.integers(0, 2**16))
 def test_every_order_returns_a_permutation_that_respects_the_tie_rule(name, jobs, seed):
     rng = random.Random(seed)
     sim = Simulator(ONE_NODE, jobs, RIGID)

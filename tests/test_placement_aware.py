@@ -166,8 +166,6 @@ def test_fragmentation_gang_is_packs_gang():
 # ---- completeness and exact choices over random states --------------------------------------------------------
 
 
-
-
 def reference(name: str, sim: Simulator, job: Job) -> list[int] | None:
     """The documented choices for a job that one node can hold, as plain loops (else None: checked elsewhere)."""
     view, c = sim.view, sim.cluster

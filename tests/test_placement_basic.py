@@ -250,10 +250,6 @@ def test_registry_names_every_rule_and_rejects_unknown_names():
 # ---- completeness and exact tie rules over random states ----------------------------------------------------------
 
 
-
-
-
-
 def reference(name: str, sim: Simulator, job: Job) -> list[int] | None:
     """The rules' documented choices, written as plain loops over nodes, islands and racks."""
     view, c = sim.view, sim.cluster

@@ -59,7 +59,8 @@ def test_cluster_specs(spec, nodes, gpus):
     assert (cluster.n_nodes, cluster.n_gpus) == (nodes, gpus)
 
 
-@pytest.mark.parametrize(("spec", "message"), [("swf:many", "expected swf:N"), ("nope", "no such preset")])
+@pytest.mark.parametrize(("spec", "message"), [("swf:many", "expected swf:N"), ("nope", "no such preset"),
+                                               ("", "empty name")])
 def test_bad_cluster_specs_are_errors_naming_them(spec, message):
     with pytest.raises(ConfigError, match=message):
         load_cluster(spec)
@@ -68,7 +69,7 @@ def test_bad_cluster_specs_are_errors_naming_them(spec, message):
 def test_auto_or_no_cluster_is_the_traces_own_machine_or_the_default(swf):
     trace = trace_spec(f"swf:{swf}")
     jobs = load_trace_once(str(swf), "swf")
-    for cluster in (None, "auto"):
+    for cluster in (None, "", "auto"):
         assert scenario_cluster(cluster, trace, jobs).n_gpus == 4  # the MaxProcs header
         assert scenario_cluster(cluster, None, None).name == DEFAULT_CLUSTER
     assert scenario_cluster("tiny", trace, jobs).name == "tiny"

@@ -1,8 +1,9 @@
 """The world's nouns and pure functions: errors, GPU types, clusters and their presets, jobs, allocations, dataset
 caches, the runtime model, the job log and the metrics computed from it.
 
-Nothing here knows of time passing (:mod:`envs.sim`), of placement rules (:mod:`envs.placement`) or of Gymnasium;
-it imports numpy and PyYAML only.
+Nothing here knows of time passing (:mod:`envs.sim`), of placement rules (:mod:`envs.placement`) or of Gymnasium:
+these modules import numpy and PyYAML only (importing them runs ``envs/__init__.py`` first, which registers the env
+ids with Gymnasium).
 """
 
 from envs.core.cluster import MILLI_PER_GPU, ClusterSpec, NodeSpec

@@ -49,6 +49,8 @@ def preset_names() -> list[str]:
 def load_preset(spec: str | Path) -> ClusterSpec:
     """A cluster preset by name (``tiny`` is ``configs/clusters/tiny.yaml``) or a preset file by path."""
     text = str(spec)
+    if not text:
+        raise ConfigError(f"cluster: empty name (known presets: {', '.join(preset_names())})")
     path = Path(text)
     if path.suffix in (".yaml", ".yml") or path.exists():
         return cluster_from_yaml(path)

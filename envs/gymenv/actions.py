@@ -24,16 +24,25 @@ def action_mask(config: EnvConfig, plans: Sequence[Sequence[Placement]], events_
     is legal; once the episode is ``done`` only Wait is marked, so that the mask is never empty.
     """
     mask = np.zeros(config.n_actions, dtype=bool)
-    p = len(config.placement_rules)
     for slot, plan in enumerate(plans):
         for rule, gpus in enumerate(plan):
-            mask[slot * p + rule] = config.backfill_assist or gpus is not None
-    mask[-1] = done or (events_left and not (config.work_conserving and bool(mask[:-1].any())))
+            mask[start_action(config, slot, rule)] = config.backfill_assist or gpus is not None
+    mask[wait_action(config)] = done or (events_left and not (config.work_conserving and bool(mask[:-1].any())))
     return mask
+
+
+def start_action(config: EnvConfig, slot: int, rule: int) -> int:
+    """The action that starts the job in visible ``slot`` with placement rule ``config.placement_rules[rule]``."""
+    return slot * len(config.placement_rules) + rule
+
+
+def wait_action(config: EnvConfig) -> int:
+    """The Wait action (the last one)."""
+    return config.n_actions - 1
 
 
 def decode_action(config: EnvConfig, action: int) -> tuple[int, int] | None:
     """(slot, rule index) of a Start action, or None for Wait; ``action`` must be in ``0 .. n_actions - 1``."""
-    if action == config.n_actions - 1:
+    if action == wait_action(config):
         return None
     return divmod(action, len(config.placement_rules))

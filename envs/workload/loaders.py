@@ -92,10 +92,13 @@ def natural_cluster(fmt: str, path: str | Path, trace: Workload) -> tuple[Cluste
             return swf_machine(trace.machine_gpus), "MaxProcs/MaxNodes header"
         return None, "the trace has no MaxProcs/MaxNodes header"
     if fmt == "openb":
-        node_list = Path(path).with_name(OPENB_NODE_LIST)
+        node_list = Path(path).parent / OPENB_NODE_LIST
         if node_list.is_file():
             return load_openb_cluster(node_list), f"GPU nodes of {node_list}"
         return None, f"no {OPENB_NODE_LIST} beside the trace"
     if fmt == "philly":
-        return load_preset(PHILLY_CLUSTER), f"cluster preset {PHILLY_CLUSTER}"
+        try:
+            return load_preset(PHILLY_CLUSTER), f"cluster preset {PHILLY_CLUSTER}"
+        except ConfigError as exc:  # the preset ships with the package: only a damaged install lacks it
+            return None, f"cluster preset {PHILLY_CLUSTER} unavailable: {exc}"
     return None, f"the {fmt} format does not say"
