@@ -1,7 +1,9 @@
 """Job orders for the peer compatibility mode (:mod:`envs.peer.engine`): RLScheduler's heuristics, job for job.
 
-Each order is a ``choose(queue, now)`` callback: the stable arg-min of a key over the queue (smaller key first;
-ties go to the job earlier in the queue, i.e. earlier in the trace). Notation: ``s`` = absolute submit time [s],
+Each order is a :class:`~envs.peer.engine.KeyOrder`: one key per job, smaller first. The engine applies it as the
+peer does: at every decision the queue is stably sorted in place by the key and its first job committed, so ties
+keep the list order the earlier sorts left (arrival order without backfilling). Called as a ``choose(queue, now)``
+it is the stable arg-min of the key over the queue. Notation: ``s`` = absolute submit time [s],
 ``r`` = requested time [s], ``n`` = processors, ``now`` = decision time [s].
 
 - ``fcfs``: ``s``. ``sjf``: ``(r, s)`` (the request; clairvoyant when the trace has no estimates). ``saf`` (ours,
@@ -30,7 +32,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from envs.core.errors import ConfigError
-from envs.peer.engine import Choose
+from envs.peer.engine import Choose, KeyOrder
 from envs.peer.swf import PeerJob
 
 StaticKey = Callable[[PeerJob], object]
@@ -40,7 +42,6 @@ _EPS = 1e-15  # the peer's guard against log2(1) = 0 and a zero wait
 _FLOOR = 0.1  # what F1 (and our textbook orders) use for a request or submit time <= 0 [s]
 _BACKFILL = "rlsbackfill"
 _PREFIX = "rls:"
-_CACHE_JOBS = 1 << 17  # static keys kept per order before the cache starts over
 
 
 def _at_least_floor(value: float) -> float:
@@ -99,51 +100,14 @@ def unicep_key(job: PeerJob, now: int) -> float:
     return -((now - job.submit) + _EPS) / (math.log2(max(job.procs, 1) + _EPS) * _at_least_floor(job.request))
 
 
-class _KeyCache(dict):
-    """Static keys per job, computed on first use (``map(cache.__getitem__, queue)`` runs at C speed)."""
-
-    def __init__(self, key: StaticKey) -> None:
-        super().__init__()
-        self.key = key
-
-    def __missing__(self, job: PeerJob) -> object:
-        if len(self) > _CACHE_JOBS:
-            self.clear()  # bound the memory of a long-lived order; keys are cheap to recompute
-        value = self[job] = self.key(job)
-        return value
+def static_order(key: StaticKey) -> KeyOrder:
+    """The peer-style order by ``key(job)`` (cached per job): the queue is sorted by it at every decision."""
+    return KeyOrder(key=key)
 
 
-QueueKeys = Callable[[Sequence[PeerJob], int], list]
-"""``keys(queue, now)``: an order's key of every queued job (smaller first)."""
-
-
-def _static_keys(key: StaticKey) -> QueueKeys:
-    lookup = _KeyCache(key).__getitem__
-    return lambda queue, now: list(map(lookup, queue))
-
-
-def _dynamic_keys(key: DynamicKey) -> QueueKeys:
-    return lambda queue, now: [key(job, now) for job in queue]
-
-
-def _first(keys: QueueKeys) -> Choose:
-    """A ``choose`` that commits the first queued job with the smallest key."""
-
-    def choose(queue: Sequence[PeerJob], now: int) -> int:
-        values = keys(queue, now)
-        return values.index(min(values))
-
-    return choose
-
-
-def static_order(key: StaticKey) -> Choose:
-    """A ``choose`` that commits the first job of the queue with the smallest ``key`` (cached per job)."""
-    return _first(_static_keys(key))
-
-
-def dynamic_order(key: DynamicKey) -> Choose:
-    """A ``choose`` that commits the first job of the queue with the smallest ``key(job, now)``."""
-    return _first(_dynamic_keys(key))
+def dynamic_order(key: DynamicKey) -> KeyOrder:
+    """The peer-style order by ``key(job, now)``: the queue is sorted by it at every decision."""
+    return KeyOrder(dynamic_key=key)
 
 
 def first_among(order: Choose, queue: Sequence[PeerJob], keep: Sequence[int], now: int) -> int:
@@ -152,36 +116,37 @@ def first_among(order: Choose, queue: Sequence[PeerJob], keep: Sequence[int], no
     return keep[order([queue[i] for i in keep], now)]
 
 
-def shortlist_order(order: Choose, by: QueueKeys, fraction: float) -> Choose:
+def shortlist_order(order: Choose, by: KeyOrder, fraction: float) -> Choose:
     """A two-stage order: the ``ceil(fraction * n)`` first of the ``n`` queued jobs by ``by`` (ties by queue
-    order), then among them the first by ``order`` (ties by queue order)."""
+    order), then among them the first by ``order`` (ties by queue order). It commits its pick and reorders nothing
+    (only single-key orders sort the queue, as the peer's heuristics do)."""
 
     def choose(queue: Sequence[PeerJob], now: int) -> int:
-        first = by(queue, now)
+        first = by.keys(queue, now)
         keep = sorted(range(len(queue)), key=lambda i: (first[i], i))[: math.ceil(fraction * len(queue))]
         return first_among(order, queue, sorted(keep), now)
 
     return choose
 
 
-_ORDERS: dict[str, tuple[Callable[[], QueueKeys], str]] = {
-    "fcfs": (lambda: _static_keys(fcfs_key), "first come first served: smallest submit time"),
-    "sjf": (lambda: _static_keys(sjf_key), "shortest job first: smallest request time, then submit time"),
-    "f1": (lambda: _static_keys(f1_key), "F1: smallest log10(request) * procs + 870 * log10(absolute submit)"),
+_ORDERS: dict[str, tuple[Callable[[], KeyOrder], str]] = {
+    "fcfs": (lambda: static_order(fcfs_key), "first come first served: smallest submit time"),
+    "sjf": (lambda: static_order(sjf_key), "shortest job first: smallest request time, then submit time"),
+    "f1": (lambda: static_order(f1_key), "F1: smallest log10(request) * procs + 870 * log10(absolute submit)"),
     "wfp3-peer": (
-        lambda: _static_keys(wfp3_peer_key),
+        lambda: static_order(wfp3_peer_key),
         "the peer's WFP3 with its bug (wait = -(submit + 1)): static, smallest ((s + 1) / r)^3 * n",
     ),
     "unicep-peer": (
-        lambda: _static_keys(unicep_peer_key),
+        lambda: static_order(unicep_peer_key),
         "the peer's UNICEP with its bug (wait = -(submit + 1)): static, about (s + 1) / (log2(n) * r)",
     ),
-    "wfp3": (lambda: _dynamic_keys(wfp3_key), "textbook WFP3: highest (wait / request)^3 * procs"),
+    "wfp3": (lambda: dynamic_order(wfp3_key), "textbook WFP3: highest (wait / request)^3 * procs"),
     "unicep": (
-        lambda: _dynamic_keys(unicep_key),
+        lambda: dynamic_order(unicep_key),
         "textbook UNICEP: highest wait / (log2(procs + 1e-15) * request); 1-processor jobs first once waiting",
     ),
-    "saf": (lambda: _static_keys(saf_key), "smallest area first: smallest procs * request, then submit time"),
+    "saf": (lambda: static_order(saf_key), "smallest area first: smallest procs * request, then submit time"),
 }
 
 RLS_ORDERS: tuple[str, ...] = tuple(_ORDERS)
@@ -206,7 +171,7 @@ def rls_policy(name: str) -> tuple[Choose, bool]:
     if order not in _ORDERS or (plus and suffix != _BACKFILL) or (slash and (by not in _ORDERS or not at)):
         raise ConfigError(f"rls policy {name!r}: unknown; known orders: {', '.join(_ORDERS)}, each optionally "
                           f"/BY@FRACTION (BY an order) and +{_BACKFILL}")
-    choose = _first(_ORDERS[order][0]())
+    choose = _ORDERS[order][0]()
     if not slash:
         return choose, bool(plus)
     try:

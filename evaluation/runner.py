@@ -133,14 +133,7 @@ def _run_peer_heuristic(name: str, jobs: Any, trace: PeerTrace) -> tuple[Any, li
     """An ``rls:`` heuristic on a window: its :class:`~envs.peer.engine.PeerResult` and decision latencies [s]."""
     choose, backfill = make(name)
     latencies: list[float] = []
-
-    def timed_choose(queue: Any, now: int) -> int:
-        t0 = time.perf_counter()
-        index = choose(queue, now)
-        latencies.append(time.perf_counter() - t0)
-        return index
-
-    return run_sequence(jobs, trace.machine, timed_choose, backfill), latencies
+    return run_sequence(jobs, trace.machine, choose, backfill, latencies), latencies
 
 
 def _trace(spec: RunSpec, row: dict[str, Any], log: JobLog) -> dict[str, Any]:

@@ -16,10 +16,10 @@ from envs.core.errors import ConfigError, SimulationStalled, TraceFormatError
 from envs.peer.engine import evaluate_peer, gym_seed_words, peer_start_indices, run_sequence
 from envs.peer.swf import PeerJob, PeerMachine, divide_submits, load_swf_peer
 
-TRACE_FILES = {
-    "lublin256": LUBLIN,
-    "nasa_submitdiv2": TRACES / "pwa-nasa-ipsc" / "NASA-iPSC-1993-3.1-cln.swf.gz",
-}
+NASA = TRACES / "pwa-nasa-ipsc" / "NASA-iPSC-1993-3.1-cln.swf.gz"
+TRACE_FILES = {"lublin256": LUBLIN, "nasa_submitdiv2": NASA, "nasa_submitdiv60": NASA}
+SUBMIT_DIVISORS = {"nasa_submitdiv2": 2, "nasa_submitdiv60": 60}
+"""The derived references: every submit time replaced by ``submit // divisor`` (div60: many same-second submits)."""
 PEER_NAMES = {"FCFS": "fcfs", "SJF": "sjf", "F1": "f1", "WFP3": "wfp3-peer", "UNICEP": "unicep-peer"}
 MODES = {False: ("no_backfill", "avg_bsld"), True: ("backfill_rlscheduler", "avg_bsld_backfill_rlscheduler")}
 README_LUBLIN1 = {  # the peer's published Lublin-1 row (reference README)
@@ -36,7 +36,7 @@ def peer_data() -> dict[str, dict]:
     for stem, path in TRACE_FILES.items():
         trace = load_swf_peer(path)
         data[stem] = {
-            "trace": divide_submits(trace, 2) if stem == "nasa_submitdiv2" else trace,
+            "trace": divide_submits(trace, SUBMIT_DIVISORS[stem]) if stem in SUBMIT_DIVISORS else trace,
             "reference": json.loads((REFERENCE / f"{stem}_reference.json").read_text()),
             "starts": json.loads((REFERENCE / f"{stem}_all_starts.json").read_text()),
         }
@@ -73,7 +73,7 @@ def test_every_sequence_matches_the_peer_job_for_job(peer_data, stem, heuristic,
 
 
 @pytest.mark.parametrize("heuristic", ["FCFS", "SJF"])
-@pytest.mark.parametrize("stem", TRACE_FILES)
+@pytest.mark.parametrize("stem", ["lublin256", "nasa_submitdiv2"])  # the references with sequence 0's job rows
 def test_start_order_of_sequence_0_matches_the_peer(peer_data, stem, heuristic):
     ref = peer_data[stem]["reference"]
     rows = ref[f"{heuristic.lower()}_seq0_jobs"]
@@ -102,6 +102,29 @@ SJF = static_order(sjf_key)
 def jobs_of(*rows: tuple[int, int, int, int]) -> list[PeerJob]:
     """Jobs from (submit, run, request, procs) rows, numbered from 1 [s]."""
     return [PeerJob(i, s, run, req, procs) for i, (s, run, req, procs) in enumerate(rows, start=1)]
+
+
+def test_backfill_pass_tries_equal_submits_in_the_order_the_key_sort_left():
+    # Three one-processor nodes, SJF with the peer's backfill. Jobs (submit, run = request, procs):
+    # 1 (0, 8, 3) starts at 0 alone. 2 (0, 20, 1) is decided alone next and blocks (shadow 8, job 1's end); 3 (0, 2,
+    # 3), 4 (2, 8, 1) and 5 (2, 3, 2) arrive meanwhile, and no pass can start them (no node is free until 8, and at
+    # 8 no estimate ends before the shadow). At 8 job 1 ends and job 2 starts (2 nodes free). The decision at 8
+    # sorts the queue [3, 4, 5] by (request, submit) in place: [3, 5, 4]; 3 (3 nodes) blocks, with shadow 28 (job
+    # 2's end). The pass sorts [5, 4] by submit: both submitted at 2, so the order stays [5, 4]: job 5 (8 + 3 < 28,
+    # 2 nodes) starts at 8 and job 4 no longer fits. Job 5 ends at 11: job 4 (11 + 8 < 28) starts at 11.
+    # In arrival order the pass would have tried 4 first: 4 at 8, then 5 at 16 (4 ends at 16).
+    machine = PeerMachine(nodes=3, procs_per_node=1.0)
+    jobs = jobs_of((0, 8, 8, 3), (0, 20, 20, 1), (0, 2, 2, 3), (2, 8, 8, 1), (2, 3, 3, 2))
+    assert run_sequence(jobs, machine, SJF, backfill=True).start_times == (0, 8, 28, 11, 8)
+
+
+def test_a_key_order_sorts_the_queue_in_place_and_keeps_ties_in_list_order():
+    by_request = static_order(lambda job: job.request)
+    jobs = jobs_of((0, 5, 5, 1), (1, 9, 9, 1), (2, 5, 5, 1), (3, 1, 1, 1))
+    queue = [3, 2, 1, 0]  # positions, as earlier sorts may have left them
+    by_request.sorter(jobs)(queue, 10)
+    assert queue == [3, 2, 0, 1]  # request 1, then the two 5 s jobs in the order they were (2 before 0), then 9
+    assert by_request([jobs[p] for p in [1, 2, 0]], 10) == 1  # as a plain choose: the first smallest key (job 2)
 
 
 def test_committed_job_keeps_its_choice_when_a_better_newcomer_arrives():

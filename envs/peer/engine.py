@@ -11,15 +11,18 @@ World rules (per sequence of jobs, from scratch):
 - Machine: a count of free nodes; a job needs ``ceil(procs / procs_per_node)`` nodes and fits when that is at
   most the free count (§2).
 - Clock starts at the first job's submit time; only that job is queued (§5.1).
-- Decision: ``choose(queue, now)`` picks one queued job, which is *committed*: it starts now if it fits, else
-  nothing else starts (except peer backfilling) until it does; arrivals meanwhile do not revisit the choice.
+- Queue: one list, arrivals appended (§4). At a decision a :class:`KeyOrder` (the peer's heuristics) stably sorts
+  it in place by its key and commits its first job; any other ``choose(queue, now)`` (an agent, a two-stage order)
+  picks one queued job and leaves the others in place. The committed job starts now if it fits, else nothing else
+  starts (except peer backfilling) until it does; arrivals meanwhile do not revisit the choice.
   Events are processed one at a time: the next arrival when its submit time is at most the earliest actual
   completion (arrivals first on ties), otherwise that completion (§5.2).
 - After a start the next decision is at the same instant; with an empty queue, running jobs that end strictly
   before the next arrival complete and that single arrival is decided on alone (§5.4).
 - ``backfill=True`` is the peer's simplified backfill, not EASY (§7): when the committed job blocks, a shadow time
-  is computed once from running jobs' estimated ends (start + request); then before every event, queued jobs (in
-  submit order, stably, which stays the queue order) start if they fit now and ``now + request < shadow``.
+  is computed once from running jobs' estimated ends (start + request); then before every event the queue is
+  stably sorted in place by submit time (jobs with equal submits keep the order the last key sort left) and each
+  queued job, in that order, starts if it fits now and ``now + request < shadow``.
 - Completion ties: running jobs are kept as a list; ties in actual end complete in list order, which is start
   order, re-sorted by estimated end (stably) at each shadow computation (§7.5).
 - Metric: bounded slowdown ``max(1, (start - submit + run) / max(run, 10))``; the sequence's value is the sum of
@@ -35,9 +38,10 @@ import hashlib
 import heapq
 import itertools
 import struct
+import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -46,6 +50,55 @@ from envs.peer.swf import PeerJob, PeerMachine, PeerTrace
 
 Choose = Callable[[Sequence[PeerJob], int], int]
 """``choose(queue, now)``: the index in ``queue`` (queue order, read-only) of the job to commit at time ``now`` [s]."""
+
+Sorter = Callable[[list[int], int], None]
+"""``sort(queue, now)``: reorder a sequence's queue (positions of its jobs) in place, at time ``now`` [s]."""
+
+
+class KeyOrder:
+    """A priority order given by one key per job (smaller first), applied as the peer applies its heuristics (§4):
+    at every decision the queue is stably sorted in place by the key, which leaves ties in their current list
+    order, and its first job is committed.
+
+    Give ``key(job)`` for a static order (keys are cached per job) or ``dynamic_key(job, now)`` for one that
+    changes with the clock. Called as a :data:`Choose`, it returns the index of the queue's first job by key, ties
+    to the earlier one, without reordering anything (for an agent's teacher or a two-stage order).
+    """
+
+    _CACHE_JOBS = 1 << 17  # static keys kept before the cache starts over
+
+    def __init__(self, key: Callable[[PeerJob], Any] | None = None,
+                 dynamic_key: Callable[[PeerJob, int], Any] | None = None) -> None:
+        if (key is None) == (dynamic_key is None):
+            raise ValueError("KeyOrder: give exactly one of key and dynamic_key")
+        self._key, self._dynamic = key, dynamic_key
+        self._cache: dict[PeerJob, Any] = {}
+
+    def _static(self, job: PeerJob) -> Any:
+        value = self._cache.get(job, self)  # self: a sentinel no key equals
+        if value is self:
+            if len(self._cache) > self._CACHE_JOBS:
+                self._cache.clear()  # bound the memory of a long-lived order; keys are cheap to recompute
+            value = self._cache[job] = self._key(job)  # type: ignore[misc]
+        return value
+
+    def keys(self, queue: Sequence[PeerJob], now: int) -> list:
+        """The key of every job of ``queue`` at time ``now``, in queue order."""
+        if self._dynamic is not None:
+            return [self._dynamic(job, now) for job in queue]
+        return list(map(self._static, queue))
+
+    def __call__(self, queue: Sequence[PeerJob], now: int) -> int:
+        values = self.keys(queue, now)
+        return values.index(min(values))
+
+    def sorter(self, jobs: Sequence[PeerJob]) -> Sorter:
+        """The in-place sort of a queue of positions into ``jobs`` (one sequence)."""
+        dynamic = self._dynamic
+        if dynamic is None:
+            by_position = list(map(self._static, jobs)).__getitem__
+            return lambda queue, now: queue.sort(key=by_position)
+        return lambda queue, now: queue.sort(key=lambda p: dynamic(jobs[p], now))
 
 SEQUENCE_LENGTH = 1024  # jobs per evaluation sequence (the peer's --len)
 SEQUENCE_COUNT = 10  # sequences per evaluation (the peer's --iter)
@@ -145,20 +198,32 @@ class Decision(NamedTuple):
     """Positions of the started jobs, in start order."""
 
 
-def run_sequence(jobs: Sequence[PeerJob], machine: PeerMachine, choose: Choose, backfill: bool = False) -> PeerResult:
+def run_sequence(jobs: Sequence[PeerJob], machine: PeerMachine, choose: Choose, backfill: bool = False,
+                 latencies: list[float] | None = None) -> PeerResult:
     """Schedule ``jobs`` (in trace order) on an empty ``machine`` by the peer's rules; see the module docstring.
 
-    ``choose`` gets a fresh list of the queued jobs (queue order) at every decision and returns the index of the
-    job to commit.
+    A :class:`KeyOrder` sorts the queue in place at every decision and commits its first job; any other ``choose``
+    gets a fresh list of the queued jobs (queue order) and returns the index of the job to commit. With
+    ``latencies``, the wall-clock time of every decision is appended to it [s].
 
     Raises :class:`~envs.core.errors.SimulationStalled` when the committed job does not fit and nothing is running
     (a job larger than the machine: the peer aborts on an assertion there).
     """
     steps = decisions(jobs, machine, backfill)
+    sort = choose.sorter(jobs) if isinstance(choose, KeyOrder) else None
+    clock = time.perf_counter
     try:
         d = next(steps)
         while True:
-            d = steps.send(choose(list(map(jobs.__getitem__, d.queue)), d.now))
+            t0 = clock() if latencies is not None else 0.0
+            if sort is not None:
+                sort(d.queue, d.now)
+                k = 0
+            else:
+                k = choose(list(map(jobs.__getitem__, d.queue)), d.now)
+            if latencies is not None:
+                latencies.append(clock() - t0)
+            d = steps.send(k)
     except StopIteration as done:
         return done.value
 
@@ -201,28 +266,49 @@ def decisions(
             raise IndexError(f"choice {k}: the queue holds {len(queue)} jobs")
         p = queue.pop(k)
         if nodes[p] > free:
-            shadow = _shadow(running, rank, p, free, nodes, start, request, jobs, machine) if backfill else 0
+            if backfill:
+                shadow = _shadow(running, rank, p, free, nodes, start, request, jobs, machine)
+                queue.sort(key=submit.__getitem__)  # the peer keeps this order
+                # Passes walk the queue in this order, less the jobs whose estimate no longer ends before the
+                # shadow: with the clock only moving forward they never qualify again while this job blocks.
+                candidates = queue  # the first pass, due now, keeps a list of its own
+                pending = True  # a pass is due: the blocking began, or free nodes grew
             while nodes[p] > free:
-                if backfill:
-                    limit = shadow - now  # a job may start when its request is strictly below this [s]
-                    queue.sort(key=submit.__getitem__)  # the peer keeps this order
-                    kept = []
-                    for q in queue:
-                        if request[q] < limit and nodes[q] <= free:
-                            launch(q, now)
-                        else:
-                            kept.append(q)
-                    queue = kept
+                if backfill and pending:
+                    kept, launched = [], set()
+                    for q in candidates:
+                        if now + request[q] < shadow:
+                            if nodes[q] <= free:
+                                launch(q, now)
+                                launched.add(q)
+                            else:
+                                kept.append(q)
+                    if launched:
+                        queue = [q for q in queue if q not in launched]
+                    candidates = kept
+                    pending = False
                 if not running:
                     raise _stalled(jobs[p], nodes[p], free)
                 if arrived < n and submit[arrived] <= running[0][0]:
                     queue.append(arrived)
                     now = max(now, submit[arrived])
+                    if backfill:
+                        if len(queue) > 1 and submit[arrived] < submit[queue[-2]]:  # out of submit order: re-sort
+                            queue.sort(key=submit.__getitem__)
+                            candidates = [q for q in queue if now + request[q] < shadow]
+                            pending = True
+                        elif now + request[arrived] < shadow:
+                            if nodes[arrived] <= free:  # free nodes are unchanged: only the newcomer may start
+                                launch(arrived, now)
+                                queue.pop()
+                            else:
+                                candidates.append(arrived)
                     arrived += 1
                 else:
                     end, _, q = heapq.heappop(running)
                     now = max(now, end)
                     free += nodes[q]
+                    pending = backfill
         launch(p, now)
         if queue:
             continue
