@@ -170,3 +170,28 @@ def test_config_object_dict_and_kwargs_all_configure_the_env():
     assert by_kwargs.observation_space["jobs"].shape == (3, 12)
     with pytest.raises(ConfigError, match="placement_rules"):
         gym.make("gpusched/GPUCluster-Tiny-v0", placement_rules=("bestest",))
+
+
+@pytest.mark.parametrize("action", [2.0, 1.5, True, np.bool_(False), "3", None, float("nan"), np.array([1, 2]),
+                                    np.array([0]), np.array(1.0)],
+                         ids=["float", "fraction", "bool", "numpy-bool", "string", "none", "nan", "pair", "shape-1",
+                              "float-array"])
+@pytest.mark.parametrize("env_id", ["gpusched/GPUCluster-Tiny-v0", PEER_ENV_ID])
+def test_an_action_that_is_not_one_integer_is_a_type_error_naming_the_space(env_id, action, make):
+    env = make(env_id)
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match=r"action: Discrete\(\d+\) takes one integer"):
+        env.step(action)
+
+
+@pytest.mark.parametrize("env_id", ["gpusched/GPUCluster-Tiny-v0", PEER_ENV_ID])
+def test_integer_actions_outside_the_space_are_refused_and_change_nothing(env_id, make):
+    env = make(env_id)
+    obs, _ = env.reset(seed=0)
+    n = env.action_space.n
+    for action in (-1, n, n + 5, np.int64(-3), np.array(n)):
+        after, reward, terminated, truncated, info = env.step(action)
+        assert "refused" in info and reward == 0.0 and not terminated and not truncated
+        assert_same(after, obs)
+    legal = int(np.flatnonzero(env.unwrapped.action_masks())[0])
+    assert "refused" not in env.step(np.int64(legal))[-1]  # numpy integers are actions too

@@ -65,9 +65,9 @@ def test_every_sequence_matches_the_peer_job_for_job(peer_data, stem, heuristic,
     choose, _ = rls_policy(PEER_NAMES[heuristic])
     evaluation = evaluate_peer(peer_data[stem]["trace"], choose, backfill)
     for result, sequence, expected_starts in zip(evaluation.results, ref["sequences"], starts, strict=True):
-        assert result.avg_bsld == pytest.approx(sequence[avg_key][heuristic], rel=1e-9, abs=0)
+        assert result.avg_bsld == pytest.approx(sequence[avg_key][heuristic], rel=1e-12, abs=0)
         assert list(result.start_times) == expected_starts
-    assert evaluation.mean_avg_bsld == pytest.approx(ref[f"mean_{avg_key}"][heuristic], rel=1e-9, abs=0)
+    assert evaluation.mean_avg_bsld == pytest.approx(ref[f"mean_{avg_key}"][heuristic], rel=1e-12, abs=0)
     if stem == "lublin256":
         assert round(evaluation.mean_avg_bsld, 2) == README_LUBLIN1[backfill][heuristic]
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 
 class GpuschedError(Exception):
@@ -52,3 +55,20 @@ def check_keys(data: Any, allowed: Iterable[str], where: str) -> None:
     unknown = sorted(set(map(str, data)) - allowed)
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def action_index(action: Any, space: str) -> int:
+    """``action`` as a Python int when it is an integer (a Python or numpy integer, or a 0-d integer array); else a
+    :class:`TypeError` naming the action ``space`` (bools, floats, NaN, strings, None and other shapes included).
+
+    The range is not checked here: an env refuses an out-of-range action as it refuses a masked one.
+    """
+    value = action
+    if isinstance(value, np.ndarray):
+        if value.shape != () or value.dtype.kind not in "iu":
+            raise TypeError(f"action: {space} takes one integer, got an array of shape {value.shape} and dtype "
+                            f"{value.dtype}")
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"action: {space} takes one integer, got {action!r} ({type(action).__name__})")
+    return int(value)

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.core.errors import ActionRefused
+from envs.core.errors import ActionRefused, action_index
 from envs.core.job import Job, RefusalReason
 from envs.core.metrics import summarize
 from envs.gymenv.actions import action_mask, decode_action
@@ -45,7 +45,8 @@ class GPUClusterEnv(gym.Env):
     for the next event); Wait is masked out when no event is left (nothing running, no future arrival), so an
     episode cannot stall, and, with ``work_conserving``, whenever some Start is legal. A masked action changes
     nothing: the step returns the same observation, reward 0 and ``info["refused"]`` with the reason (so
-    random-action checkers run; agents should use the mask).
+    random-action checkers run; agents should use the mask); so does an integer outside the space. An action that
+    is not one integer (a float, a bool, a string, None, an array) raises ``TypeError``.
 
     ## Observation Space
     A ``Dict`` of float32 arrays in [0, 1]:
@@ -149,8 +150,9 @@ class GPUClusterEnv(gym.Env):
 
     def step(self, action: int):
         sim = self._require_sim()
+        action = action_index(action, str(self.action_space))
         try:
-            self._apply(int(action))
+            self._apply(action)
         except ActionRefused as refused:  # a masked action: nothing happens, and info says why
             info = {"time_s": sim.time_s, "reward_terms": dict.fromkeys(REWARD_TERMS, 0.0), "refused": str(refused)}
             return self._get_obs(), 0.0, False, False, info

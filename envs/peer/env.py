@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.core.errors import ConfigError, check_keys
+from envs.core.errors import ConfigError, action_index, check_keys
 from envs.peer.engine import (
     BSLD_THRESHOLD_S,
     PEER_SEED,
@@ -98,8 +98,9 @@ class PeerSchedEnv(gym.Env):
     ## Action Space
     ``Discrete(K + 1)``: action k < K commits the job in slot k (the first K queued jobs in queue order, i.e.
     submit order, as in the peer's agent: K = 128 by default). The last action (Wait, kept so that the action
-    layout matches GPUClusterEnv's) is always masked; ``action_masks()`` marks the occupied slots. A masked action
-    changes nothing and returns ``info["refused"]``.
+    layout matches GPUClusterEnv's) is always masked; ``action_masks()`` marks the occupied slots. A masked action,
+    or an integer outside the space, changes nothing and returns ``info["refused"]``; an action that is not one
+    integer raises ``TypeError``. The env pickles mid-episode (it replays its choices on loading).
 
     ## Observation Space
     A ``Dict`` of float32 arrays in [0, 1], the shapes :class:`agents.network.SlotPolicy` reads, so that the same
@@ -220,7 +221,10 @@ class PeerSchedEnv(gym.Env):
     def step(self, action: int) -> tuple[dict, float, bool, bool, dict]:
         if self._decision is None:
             raise RuntimeError("step() after the episode ended: call reset()")
-        action = int(action)
+        action = action_index(action, str(self.action_space))
+        if not 0 <= action < self.action_space.n:
+            return self._observe(), 0.0, False, False, {
+                "refused": f"action {action} is outside 0..{self.action_space.n - 1}"}
         if not self.action_masks()[action]:
             return self._observe(), 0.0, False, False, {"refused": "masked action"}
         reward = self._send(action) + self._advance_single()
