@@ -7,8 +7,11 @@
 
 Workloads: a synthetic preset name or YAML path, or a trace as FORMAT:PATH (swf, philly, openb, tiresias). Policy
 names: ORDER[+BACKFILL][/PLACEMENT] or rls:ORDER[/BY@FRACTION][+rlsbackfill] (``python -m baselines`` lists them),
-a model's RUN/model.zip, or rls:RUN/model.zip[+ORDER@RATIO] for a peer-mode model. The run folder (``--out``,
-default ``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json and the plots.
+a model's RUN/model.zip, or rls:RUN/model.zip[+ORDER@RATIO] for a peer-mode model. Every name, workload, cluster,
+model file and the run folder are checked before the first run. The run folder (``--out``, default
+``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json and the plots; each run's row is kept there
+as it finishes (``runs.jsonl``), so an interrupted evaluation loses nothing and a rerun into the same folder only
+runs what is missing.
 """
 
 from __future__ import annotations
@@ -17,27 +20,53 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from envs.core import ConfigError
+from envs.core.cli import ArgumentParser, run_cli
+from envs.core.errors import ConfigError
 from evaluation.aggregate import markdown_table
-from evaluation.backends import BACKENDS, execute
+from evaluation.backends import BACKENDS, Result, execute
 from evaluation.report import write_run_folder
+from evaluation.runner import RunSpec, check
 from evaluation.suites import SUITES, suite_specs
+
+RUNS_FILE = "runs.jsonl"
+"""One JSON line per finished run (row, trace, timing), appended as each run finishes."""
 
 
 def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
+    try:
+        return [int(x) for x in text.split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x]
+    try:
+        values = [float(x) for x in text.split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not all(v > 0 and v != float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"load factors must be finite numbers > 0, got {text!r}")
+    return values
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None) -> Any:
+    parser = ArgumentParser(prog="evaluate.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=SUITES, default="default", help="which suite (default: default)")
     parser.add_argument("--policies", help="comma-separated policy names (default: the suite's)")
     parser.add_argument("--workload", action="append", default=[], help="preset name, YAML or FORMAT:PATH; repeat")
@@ -46,34 +75,99 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--load", type=_floats, default=[1.0], help="comma-separated load factors (default 1)")
     parser.add_argument("--starts", type=_ints, help="first job of each trace window: rlscheduler sequences "
                         "(default: the peer's), or windows of trace workloads in the default suite (i is seed i)")
-    parser.add_argument("--length", type=int, default=1024, help="jobs per window of --starts (default 1024)")
-    parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
-                        help="parallel runs (default: the cores, at most 4)")
+    parser.add_argument("--length", type=_positive, default=1024, help="jobs per window of --starts (default 1024)")
+    parser.add_argument("--workers", type=_positive, default=min(4, os.cpu_count() or 1),
+                        help="parallel runs (default: the cores, at most 4; never more than the runs)")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="local processes or Ray tasks")
     parser.add_argument("--ray-address", help="address of an existing Ray cluster (backend ray)")
-    parser.add_argument("--out", type=Path, help="run folder (default runs/eval-SUITE-TIME)")
+    parser.add_argument("--out", type=Path, help="run folder (default runs/eval-SUITE-TIME); the runs it already "
+                        "holds are not run again")
     parser.add_argument("--no-plots", action="store_true", help="skip the plots")
     parser.add_argument("--json", action="store_true", help="print summary.json to stdout and nothing else")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of its line")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    return run_cli("evaluate.py", lambda: evaluate(args), args.debug)
+
+
+def run_key(spec: RunSpec) -> list[Any]:
+    """What identifies a run among the records of a run folder."""
+    return [spec.policy, spec.workload, spec.cluster, spec.seed, spec.load, list(spec.window or ()), spec.label]
+
+
+def check_all(specs: Sequence[RunSpec]) -> None:
+    """Resolve every distinct policy and every distinct world once, before anything runs (:func:`check`)."""
+    policies: set[str] = set()
+    worlds: set[tuple] = set()
+    for spec in specs:
+        peer = spec.policy.strip().lower().startswith("rls:")
+        world = (peer, spec.workload, spec.cluster, spec.load, spec.window)
+        check(spec, policy=spec.policy not in policies, world=world not in worlds)
+        policies.add(spec.policy)
+        worlds.add(world)
+
+
+def prepare_out(out: Path) -> None:
+    """Create the run folder and make sure files can be written in it, or raise naming it."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a folder")
     try:
-        specs = suite_specs(args.suite, args.policies.split(",") if args.policies else None, args.workload,
-                            args.cluster, args.seeds, args.load, args.starts, args.length)
-        results = execute(specs, args.workers, args.backend, args.ray_address, progress=not args.json)
-    except ConfigError as exc:
-        print(f"evaluate.py: {exc}", file=sys.stderr)
-        return 2
-    if not results:
-        print("evaluate.py: nothing to run (no seeds, loads or policies)", file=sys.stderr)
-        return 2
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+
+
+def read_records(out: Path) -> dict[str, Result]:
+    """The finished runs a run folder holds, by run key (a line cut short by an interruption is ignored)."""
+    records: dict[str, Result] = {}
+    path = out / RUNS_FILE
+    if not path.is_file():
+        return records
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+            records[json.dumps(record["key"])] = (record["row"], record["trace"], record["timing"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return records
+
+
+def evaluate(args: Any) -> int:
+    """The evaluation ``args`` ask for; the exit status."""
+    specs = suite_specs(args.suite, args.policies.split(",") if args.policies else None, args.workload,
+                        args.cluster, args.seeds, args.load, args.starts, args.length)
+    if not specs:
+        raise ConfigError("nothing to run (no seeds, loads or policies)")
+    check_all(specs)
+    out = args.out or Path("runs") / f"eval-{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+    prepare_out(out)
+    keys = [json.dumps(run_key(spec)) for spec in specs]
+    records = read_records(out)
+    todo = [i for i, key in enumerate(keys) if key not in records]
+    if len(todo) < len(specs) and not args.json:
+        print(f"evaluate.py: {len(specs) - len(todo)} of {len(specs)} runs are already in {out}", file=sys.stderr)
+
+    with (out / RUNS_FILE).open("a") as log:
+        def keep(j: int, result: Result) -> None:
+            i = todo[j]
+            records[keys[i]] = result
+            row, trace, timing = result
+            log.write(json.dumps({"key": run_key(specs[i]), "row": row, "trace": trace, "timing": timing}) + "\n")
+            log.flush()
+
+        if todo:
+            execute([specs[i] for i in todo], args.workers, args.backend, args.ray_address,
+                    progress=not args.json, on_result=keep)
+    results = [records[key] for key in keys]
     rows = [row for row, _, _ in results]
     traces = [trace for _, trace, _ in results]
     timings = [{"policy": row["policy"], "workload": row["workload"], "seed": row["seed"], **timing}
                for row, _, timing in results]
-    out = args.out or Path("runs") / f"eval-{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
     plots = not args.no_plots
     try:
         summary, figures = write_run_folder(out, rows, traces, timings, plots)
@@ -86,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(markdown_table(summary["results"]))
     latency = ", ".join(f"{p} {v['p50']:.0f}/{v['p99']:.0f}" for p, v in summary["decision_latency_us"].items())
     print(f"\ndecision latency p50/p99 [µs]: {latency}")
-    print(f"run folder: {out} (results.csv, timing.csv, summary.json{', ' if figures else ''}"
+    print(f"run folder: {out} (results.csv, timing.csv, summary.json, {RUNS_FILE}{', ' if figures else ''}"
           f"{', '.join(f.name for f in figures)})")
     return 0
 

@@ -3,18 +3,23 @@
 
     python train.py                                        # configs/experiments/default.yaml, a few CPU minutes
     python train.py --total-timesteps 2000 --run-dir runs/smoke --device cpu
-    python train.py --run-dir runs/smoke --resume --total-timesteps 4000   # continue from runs/smoke/model.zip
+    python train.py --run-dir runs/smoke --resume          # continue a run (killed or finished) to its total
+    python train.py --run-dir runs/smoke --resume --total-timesteps 8000   # ... or to a new total
     python train.py --config configs/experiments/lublin.yaml --set backfill=true --set sampling=outside_test
 
 The run folder holds the resolved config (config.yaml), the model (model.zip), the best model on the periodic
-validation episodes (best_model.zip), TensorBoard events (tb/), checkpoints and the final evaluation (eval/ with
-results.csv and summary.json), which is also printed beside the heuristics.
+validation episodes (best_model.zip, its score in best_model.json), TensorBoard events (tb/), checkpoints (a warm
+start as model_0_steps.zip, then one every train.checkpoint_every_steps, by default every rollout) and the final
+evaluation (eval/ with results.csv and summary.json), which is also printed beside the heuristics. Every file is
+written atomically, so a killed run resumes from its newest checkpoint. The experiment is checked before anything
+runs: an unknown key or a wrong type is a one-line error naming the file and the key.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -23,9 +28,15 @@ from typing import Any
 
 import yaml
 
+from envs.core.cli import ArgumentParser, run_cli
+from envs.core.errors import ConfigError
+
 ROOT = Path(__file__).resolve().parent
 BEST_MODEL = "best_model.zip"
 """The model with the best periodic-evaluation score (validation episodes, never the final test ones)."""
+DEVICES = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+"""The --device values: auto (cuda when present), cpu, cuda, cuda:N or mps."""
+_CHECKPOINT = re.compile(r"model_(\d+)_steps\.zip")
 
 
 @dataclass
@@ -35,56 +46,63 @@ class Args:
     config: Path = ROOT / "configs" / "experiments" / "default.yaml"
     """experiment YAML (env id, env overrides, PPO settings, evaluation)"""
     total_timesteps: int | None = None
-    """environment steps to train for (default: the config's)"""
+    """environment steps the run trains to (default: the config's; with --resume, a new total)"""
     device: str = "auto"
-    """torch device: auto (cuda when present), cuda or cpu"""
+    """torch device: auto (cuda when present), cpu, cuda, cuda:N or mps"""
     threads: int = 1
-    """torch CPU threads (0: torch's default); more threads than free cores slow small-batch PPO many times over"""
+    """torch CPU threads; more threads than free cores slow small-batch PPO many times over"""
     n_envs: int | None = None
     """parallel environments (SubprocVecEnv when > 1; default: the config's)"""
     seed: int = 0
-    """seed of the model and of the training environments"""
+    """seed of the model and of the training environments (a resumed run keeps its own)"""
     run_dir: Path | None = None
     """run folder (default: runs/{env}__{seed}__{time})"""
     resume: bool = False
-    """continue training the model in run_dir with its config.yaml (step count and optimizer state kept)"""
+    """continue the run in run_dir to its total: from model.zip, else from its newest checkpoint"""
     eval: bool = True
     """evaluate the trained model beside the heuristics at the end"""
     set: list[str] = field(default_factory=list)
     """config overrides KEY=VALUE (repeatable; VALUE read as YAML): env settings, or dotted paths (ppo.n_steps=512)"""
+    debug: bool = False
+    """show the traceback of an error instead of its one line"""
+
+
+def _at_least(minimum: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _device(text: str) -> str:
+    if not DEVICES.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"must be auto, cpu, cuda, cuda:N or mps, got {text!r}")
+    return text
 
 
 def parse_args(argv: list[str] | None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="train.py", description=__doc__.split("\n\n")[0])
+    kinds = {"total_timesteps": _at_least(1), "n_envs": _at_least(1), "threads": _at_least(1), "seed": _at_least(0),
+             "device": _device}
     for f in dataclasses.fields(Args):
         flag = "--" + f.name.replace("_", "-")
-        help_text = (Args.__doc__ or "") and _field_doc(f.name)
+        help_text = _field_doc(f.name)
         if f.name == "set":
             parser.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", help=help_text)
         elif f.type in ("bool",):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
         else:
-            kind = {"int | None": int, "int": int, "Path": Path, "Path | None": Path}.get(str(f.type), str)
+            kind = kinds.get(f.name, Path if "Path" in str(f.type) else str)
             parser.add_argument(flag, type=kind, default=f.default, help=help_text)
-    return Args(**vars(parser.parse_args(argv)))
-
-
-def _apply_sets(config: dict[str, Any], items: list[str]) -> dict[str, Any]:
-    """The experiment config with ``KEY=VALUE`` items applied, each value read as YAML (``true``, ``4``,
-    ``[pack, spread]``): a plain KEY is an env setting, a dotted one a path in the config (``ppo.n_steps=512``)."""
-    config = yaml.safe_load(yaml.safe_dump(config))  # a deep copy
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
-        path = key.strip().split(".") if "." in key else ["env", key.strip()]
-        node = config
-        for part in path[:-1]:
-            if not isinstance(node.get(part), dict):
-                node[part] = {}
-            node = node[part]
-        node[path[-1]] = yaml.safe_load(value)
-    return config
+    args = Args(**vars(parser.parse_args(argv)))
+    if args.resume and args.run_dir is None:
+        parser.error("argument --resume: needs --run-dir (the run to continue)")
+    return args
 
 
 def _field_doc(name: str) -> str:
@@ -98,49 +116,96 @@ def _field_doc(name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    return run_cli("train.py", lambda: train(args), args.debug)
+
+
+def resume_source(run_dir: Path) -> Path:
+    """What ``--resume`` continues from: ``model.zip``, else the newest checkpoint that is a complete zip file."""
+    import zipfile
+
+    from agents.model_file import CHECKPOINT_DIR
+
+    model = run_dir / "model.zip"
+    if model.is_file():
+        return model
+    steps = {int(m[1]): p for p in (run_dir / CHECKPOINT_DIR).glob("model_*_steps.zip")
+             if (m := _CHECKPOINT.fullmatch(p.name)) and zipfile.is_zipfile(p)}
+    if not steps:
+        raise ConfigError(f"--resume: {run_dir} has no model.zip and no checkpoint to continue from")
+    return steps[max(steps)]
+
+
+def train(args: Args) -> int:
+    """The training run ``args`` ask for; the exit status."""
     import gymnasium as gym
     import torch
-    from sb3_contrib import MaskablePPO
 
     import envs  # noqa: F401  (registers the ids)
-    from agents.adapter import CONFIG_FILE
+    from agents.experiment import apply_sets, check_experiment, read_experiment
+    from agents.model_file import CHECKPOINT_DIR, CONFIG_FILE, load_model, save_model
+    from agents.ppo import new_model
+    from envs.core.files import write_text_atomically
 
-    resumed_config = args.run_dir / CONFIG_FILE if args.resume and args.run_dir else None
-    config = yaml.safe_load(Path(resumed_config or args.config).read_text())  # a resumed run keeps its settings
-    config = _apply_sets(config, args.set)
+    if args.resume:
+        config_path = args.run_dir / CONFIG_FILE
+        if not config_path.is_file():
+            raise ConfigError(f"--resume: {args.run_dir} has no {CONFIG_FILE} (not a train.py run folder)")
+        source = resume_source(args.run_dir)
+    else:
+        config_path = args.config
+    config = apply_sets(read_experiment(config_path), args.set)  # a resumed run keeps its own settings
+    if args.set:
+        check_experiment(config, f"{config_path.name} with --set")
     total = args.total_timesteps or int(config["total_timesteps"])
     n_envs = args.n_envs or int(config.get("n_envs", 1))
+    seed = int(config.get("seed", args.seed)) if args.resume else args.seed
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    env_id, env_overrides = config["env_id"], dict(config.get("env") or {})
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = args.run_dir or ROOT / "runs" / f"{env_id.split('/')[-1]}__{args.seed}__{stamp}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    env_config = gym.make(env_id, **env_overrides).unwrapped.config
-    resolved = {**config, "total_timesteps": total, "n_envs": n_envs, "seed": args.seed, "device": device,
+    torch.set_num_threads(args.threads)
+    env_id, env_overrides = str(config["env_id"]), dict(config.get("env") or {})
+    if env_id not in gym.registry:
+        known = ", ".join(sorted(i for i in gym.registry if i.startswith("gpusched/")))
+        raise ConfigError(f"{config_path.name}: env_id: unknown id {env_id!r} (known: {known})")
+    try:
+        env_config = gym.make(env_id, **env_overrides).unwrapped.config
+    except ConfigError as exc:
+        raise ConfigError(f"{config_path.name}: {exc}") from exc
+    resolved = {**config, "total_timesteps": total, "n_envs": n_envs, "seed": seed, "device": device,
                 "env": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(env_config).items()}}
-    (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved, sort_keys=False))
+    final = _final_evaluation(config.get("eval") or {}, env_id, resolved["env"])  # policy names checked now
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = args.run_dir or ROOT / "runs" / f"{env_id.split('/')[-1]}__{seed}__{stamp}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(run_dir / CONFIG_FILE, yaml.safe_dump(resolved, sort_keys=False))
 
-    vec = make_vec(env_id, env_overrides, n_envs, args.seed)
-    model_path = run_dir / "model.zip"
+    vec = make_vec(env_id, env_overrides, n_envs, seed)
     if args.resume:
-        model = MaskablePPO.load(str(model_path), env=vec, device=device)
+        model = load_model(source, resolved, env=vec, device=device)
+        print(f"resumed from {source} ({model.num_timesteps:,} steps; training to {total:,})")
     else:
-        model = new_model(config.get("ppo") or {}, vec, device, args.seed, str(run_dir / "tb"))
+        model = new_model(config.get("ppo") or {}, vec, device, seed, str(run_dir / "tb"))
         if config.get("pretrain"):
-            _pretrain(config["pretrain"], model, gym.make(env_id, **env_overrides), args.seed)
-    t0 = time.perf_counter()
-    model.learn(total_timesteps=total, reset_num_timesteps=not args.resume, tb_log_name="ppo",
-                callback=_callbacks(config, env_id, env_overrides, run_dir, n_envs, args.resume))
+            _pretrain(config["pretrain"], model, gym.make(env_id, **env_overrides), seed)
+            (run_dir / CHECKPOINT_DIR).mkdir(exist_ok=True)
+            save_model(model, run_dir / CHECKPOINT_DIR / "model_0_steps.zip")  # a resumed run keeps the warm start
+    start, t0 = model.num_timesteps, time.perf_counter()
+    if total > start:
+        model.learn(total_timesteps=total - start, reset_num_timesteps=False, tb_log_name="ppo",
+                    callback=_callbacks(resolved, env_id, env_overrides, run_dir, n_envs, args.resume))
     wall = time.perf_counter() - t0
-    model.save(str(model_path))
+    model_path = run_dir / "model.zip"
+    save_model(model, model_path)
     vec.close()
-    print(f"trained {total:,} steps in {wall:.0f} s ({total / wall:,.0f} steps/s on {device}); "
-          f"model: {model_path} (total steps {model.num_timesteps:,})")
-    if args.eval:
-        _evaluate(config.get("eval") or {}, model_path, run_dir, env_id, resolved["env"])
-    return 0
+    trained = model.num_timesteps - start
+    speed = f" ({trained / wall:,.0f} steps/s on {model.device})" if trained else ""
+    print(f"trained {trained:,} steps in {wall:.0f} s{speed}; model: {model_path} (total steps "
+          f"{model.num_timesteps:,})")
+    if not args.eval:
+        return 0
+    status = _evaluate(final, model_path, run_dir)
+    if status:
+        print(f"train.py: error: the final evaluation failed (exit status {status}); the model is saved",
+              file=sys.stderr)
+    return status
 
 
 def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int) -> Any:
@@ -154,22 +219,6 @@ def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int)
     vec = VecMonitor((SubprocVecEnv if n_envs > 1 else DummyVecEnv)([make_env for _ in range(n_envs)]))
     vec.seed(seed)
     return vec
-
-
-def new_model(ppo: dict[str, Any], vec: Any, device: str, seed: int, tensorboard_log: str | None) -> Any:
-    """A fresh MaskablePPO with the SlotPolicy network; ``ppo`` holds PPO's settings, ``hidden`` (width) and
-    optionally ``learning_rate_end`` (the learning rate decays linearly from ``learning_rate`` to it)."""
-    from sb3_contrib import MaskablePPO
-
-    from agents.network import SlotPolicy
-
-    settings = dict(ppo)
-    hidden = int(settings.pop("hidden", 64))
-    if "learning_rate_end" in settings:  # linear decay over training (SB3's progress goes from 1 to 0)
-        start, end = float(settings.get("learning_rate", 3e-4)), float(settings.pop("learning_rate_end"))
-        settings["learning_rate"] = lambda progress: end + (start - end) * progress
-    return MaskablePPO(SlotPolicy, vec, seed=seed, device=device, tensorboard_log=tensorboard_log,
-                       policy_kwargs={"hidden": hidden}, **settings)
 
 
 def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int) -> None:
@@ -190,11 +239,11 @@ def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int) -> None:
 
 def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any], run_dir: Path,
                n_envs: int, resume: bool) -> list[Any]:
-    """Periodic evaluation scalars (beside the best heuristic) and checkpoints, as the config's ``train`` asks."""
-    from stable_baselines3.common.callbacks import CheckpointCallback
-
-    from agents.adapter import CHECKPOINT_DIR
-    from agents.callbacks import EvalScalars
+    """Periodic evaluation scalars (beside the best heuristic) and checkpoints, as the config's ``train`` asks;
+    checkpoints default to one per rollout, so a killed run loses at most one rollout of work."""
+    from agents.callbacks import Checkpoints, EvalScalars
+    from agents.model_file import CHECKPOINT_DIR
+    from agents.ppo import PPO_DEFAULTS
 
     train = config.get("train") or {}
     callbacks: list[Any] = []
@@ -204,32 +253,44 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
                                      (config.get("eval") or {}).get("heuristics", ["fifo"]),
                                      max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL,
                                      resume))
-    if train.get("checkpoint_every_steps"):
-        callbacks.append(CheckpointCallback(max(1, int(train["checkpoint_every_steps"]) // n_envs),
-                                            str(run_dir / CHECKPOINT_DIR), name_prefix="model"))
+    rollout = int((config.get("ppo") or {}).get("n_steps", PPO_DEFAULTS["n_steps"])) * n_envs
+    every = int(train.get("checkpoint_every_steps", rollout))
+    if every:
+        callbacks.append(Checkpoints(run_dir / CHECKPOINT_DIR, every))
     return callbacks
 
 
-def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path, env_id: str, env: dict[str, Any]) -> None:
-    """The final evaluation table: the model (and the best one on validation episodes, when periodic evaluation
-    saved one) beside the config's heuristics on held-out episodes.
+@dataclass(frozen=True)
+class FinalEvaluation:
+    """What the final evaluation runs: evaluate.py's arguments, and the policies beside the models."""
+
+    argv: list[str]
+    heuristics: list[str]
+    decodings: list[str]  # peer-mode models: each also decoded with these shortlists (+ORDER@RATIO)
+    peer: bool
+
+
+def _final_evaluation(spec: dict[str, Any], env_id: str, env: dict[str, Any]) -> FinalEvaluation:
+    """The final evaluation the config's ``eval`` section asks for, every policy name, workload and cluster checked
+    now, before training: an unknown name fails the run at once rather than after hours of training.
 
     Peer-mode models run the peer's protocol (10 sequences of 1024 jobs of their trace) beside the ``rls:`` orders
     with the same backfill mode, each model also decoded with every shortlist of ``spec["decode"]``
     (``ORDER@RATIO``); the others run on the simulator on the config's workload and seeds.
     """
+    from agents.peer_policy import Shortlist
+    from baselines import make
     from envs.registration import PEER_ENV_ID
-    from evaluate import main as evaluate_main
+    from envs.scenario import plan
 
-    models = [str(p) for p in (model_path, run_dir / BEST_MODEL) if p.exists()]
-    if env_id == PEER_ENV_ID:
+    peer = env_id == PEER_ENV_ID
+    if peer:
         suffix = "+rlsbackfill" if env.get("backfill") else ""
-        decodings = ["", *(f"+{d}" for d in spec.get("decode", []))]  # ORDER@RATIO shortlists beside argmax
-        policies = [f"rls:{m}{d}" for m in models for d in decodings] + \
-            [f"rls:{h}{suffix}" for h in spec.get("heuristics", ["sjf", "f1"])]
+        heuristics = [f"rls:{h}{suffix}" for h in spec.get("heuristics", ["sjf", "f1"])]
+        decodings = [Shortlist.parse(d).suffix for d in spec.get("decode", [])]
         argv = ["--suite", "rlscheduler", "--workload", f"swf:{env['trace']}"]
     else:
-        policies = [*models, *spec.get("heuristics", ["fifo"])]
+        heuristics, decodings = list(spec.get("heuristics", ["fifo"])), []
         argv = ["--workload", str(spec.get("workload", "default")),
                 "--seeds", ",".join(str(s) for s in spec.get("seeds", [1000])),
                 "--load", str(spec.get("load", 1.0))]
@@ -237,8 +298,24 @@ def _evaluate(spec: dict[str, Any], model_path: Path, run_dir: Path, env_id: str
             argv += ["--cluster", str(spec["cluster"])]
         if spec.get("starts"):  # held-out windows of a trace workload
             argv += ["--starts", ",".join(str(s) for s in spec["starts"]), "--length", str(spec.get("length", 1024))]
-    evaluate_main([*argv, "--policies", ",".join(policies), "--out", str(run_dir / "eval"), "--no-plots",
-                   "--workers", "1"])
+    for name in heuristics:
+        make(name)  # raises ConfigError naming an unknown order, backfilling or placement
+    if not peer:  # and the workload, windows and cluster resolve
+        windows = [(start, int(spec.get("length", 1024))) for start in spec.get("starts", [])] or [None]
+        for window in windows:
+            plan(str(spec.get("workload", "default")), spec.get("cluster"), float(spec.get("load", 1.0)), window)
+    return FinalEvaluation(argv, heuristics, decodings, peer)
+
+
+def _evaluate(final: FinalEvaluation, model_path: Path, run_dir: Path) -> int:
+    """The final evaluation table: the model (and the best one on validation episodes, when periodic evaluation
+    saved one) beside the config's heuristics on held-out episodes; evaluate.py's exit status."""
+    from evaluate import main as evaluate_main
+
+    models = [str(p) for p in (model_path, run_dir / BEST_MODEL) if p.exists()]
+    names = [f"rls:{m}{d}" for m in models for d in ["", *final.decodings]] if final.peer else models
+    return evaluate_main([*final.argv, "--policies", ",".join([*names, *final.heuristics]),
+                          "--out", str(run_dir / "eval"), "--no-plots", "--workers", "1"])
 
 
 if __name__ == "__main__":

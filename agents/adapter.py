@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from agents.model_file import load_model, run_config
 from envs.core import ConfigError, RuntimeConfig
 from envs.gymenv import EnvConfig
 from envs.gymenv.actions import action_mask, decode_action
@@ -19,24 +18,18 @@ from envs.placement import PLACEMENT_RULES
 from envs.registration import PEER_ENV_ID
 from envs.sim import WAIT, Action, Start, View
 
-CONFIG_FILE = "config.yaml"
-"""The run folder's resolved configuration; its ``env`` section is the EnvConfig the model was trained with."""
-CHECKPOINT_DIR = "checkpoints"
-"""Folder of a run's periodic checkpoints (``RUN/checkpoints/model_N_steps.zip``)."""
-
 
 class ModelPolicy:
     """Acts with a saved MaskablePPO model (deterministic, masked) on any simulator view."""
 
-    def __init__(self, model_path: str | Path, env_config: EnvConfig, device: str = "cpu") -> None:
-        from sb3_contrib import MaskablePPO
-
+    def __init__(self, model_path: str | Path, run: dict[str, Any], device: str = "cpu") -> None:
+        env_config = EnvConfig.from_dict(run.get("env") or {})
         if env_config.backfill_assist:
             raise ConfigError(f"model {model_path}: trained with backfill_assist, which the policy adapter does not "
                               "replay yet")
         self.name = str(model_path)
         self.config = env_config
-        self.model = MaskablePPO.load(str(model_path), device=device)
+        self.model = load_model(model_path, run, device=device)
         self._rules = [PLACEMENT_RULES[name] for name in env_config.placement_rules]
         self._runtime = RuntimeConfig.named(env_config.runtime_model)
         self._encoder: ObservationEncoder | None = None
@@ -69,24 +62,10 @@ class ModelPolicy:
         return Start(slot_jobs[slot].job_id, plans[slot][rule])
 
 
-def run_config(model_path: str | Path) -> dict[str, Any]:
-    """The resolved config (``config.yaml``) of the train.py run folder holding ``model_path`` (a model of the run
-    folder or one of its checkpoints)."""
-    path = Path(model_path)
-    config_path = path.with_name(CONFIG_FILE)
-    if path.parent.name == CHECKPOINT_DIR and not config_path.exists():
-        config_path = path.parent.with_name(CONFIG_FILE)
-    if not path.exists():
-        raise ConfigError(f"model {path}: no such file")
-    if not config_path.exists():
-        raise ConfigError(f"model {path}: {CONFIG_FILE} not found beside it (the run folder of train.py)")
-    return yaml.safe_load(config_path.read_text()) or {}
-
-
 def load(model_path: str | Path, device: str = "cpu") -> ModelPolicy:
     """The model saved at ``model_path`` (``RUN/model.zip``), with the env config of its run folder."""
     path = Path(model_path)
     run = run_config(path)
     if run.get("env_id") == PEER_ENV_ID:
         raise ConfigError(f"model {path}: trained on {PEER_ENV_ID} (peer mode); run it as rls:{path} on an SWF trace")
-    return ModelPolicy(path, EnvConfig.from_dict(run.get("env", {})), device)
+    return ModelPolicy(path, run, device)

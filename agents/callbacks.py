@@ -1,4 +1,5 @@
-"""Training callbacks: periodic evaluation episodes logged to TensorBoard beside the best heuristic's figures."""
+"""Training callbacks: periodic evaluation episodes logged to TensorBoard beside the best heuristic's figures, and
+checkpoints. Every file they write is written atomically."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
+from agents.model_file import save_model
 from baselines import make
+from envs.core.files import write_text_atomically
 from envs.core.metrics import summarize
 from envs.peer.engine import run_sequence
 from envs.peer.env import PeerSchedEnv
@@ -81,9 +84,9 @@ class EvalScalars(BaseCallback):
             self.logger.record(f"eval/{key}", value)
         if self.best_path is not None and metrics[self.keys[0]] < self.best_value:
             self.best_value = metrics[self.keys[0]]
-            self.model.save(self.best_path)
-            self.record.write_text(json.dumps({"metric": self.keys[0], "value": self.best_value,
-                                               "step": self.num_timesteps}))
+            save_model(self.model, self.best_path)
+            write_text_atomically(self.record, json.dumps({"metric": self.keys[0], "value": self.best_value,
+                                                           "step": self.num_timesteps}))
         for key, value in self.heuristic.items():
             self.logger.record(f"eval/heuristic_{key}", value)
 
@@ -100,3 +103,34 @@ class EvalScalars(BaseCallback):
                     runs.append(info.get("episode_metrics", {}))
                     break
         return {k: float(np.mean([r.get(k, np.nan) for r in runs])) for k in self.keys}
+
+
+class Checkpoints(BaseCallback):
+    """Save the model as ``folder/model_N_steps.zip`` (N: its step count) once ``every`` steps have passed since the
+    last save, between a rollout's update and the next rollout (so a checkpoint holds a consistent model and
+    optimizer), and when training ends. A run continued from a checkpoint (``train.py --resume``) picks up exactly
+    there."""
+
+    def __init__(self, folder: Path, every: int) -> None:
+        super().__init__()
+        self.folder, self.every = Path(folder), every
+        self.last = 0
+
+    def _on_training_start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.last = self.num_timesteps
+
+    def _on_rollout_start(self) -> None:
+        if self.num_timesteps - self.last >= self.every:
+            self._save()
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.num_timesteps > self.last:
+            self._save()
+
+    def _save(self) -> None:
+        save_model(self.model, self.folder / f"model_{self.num_timesteps}_steps.zip")
+        self.last = self.num_timesteps

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.adapter import run_config
+from agents.model_file import load_model, run_config
 from baselines.rls import first_among, rls_policy
 from envs.core.errors import ConfigError
 from envs.peer.engine import PEER_SEED, SEQUENCE_COUNT, SEQUENCE_LENGTH, PeerEvaluation, PeerResult, peer_start_indices
@@ -86,8 +86,6 @@ class PeerModelPolicy:
     ``decode`` shortlist's pick)."""
 
     def __init__(self, model_path: str | Path, device: str = "cpu", decode: Shortlist | None = None) -> None:
-        from sb3_contrib import MaskablePPO
-
         run = run_config(model_path)
         if run.get("env_id") != PEER_ENV_ID:
             raise ConfigError(f"model {model_path}: not trained on {PEER_ENV_ID}; run it as a simulator policy")
@@ -96,7 +94,7 @@ class PeerModelPolicy:
         self._order = rls_policy(decode.order)[0] if decode else None
         self.env_values = dict(run.get("env") or {})
         self.backfill = bool(self.env_values.get("backfill", False))
-        self.model = MaskablePPO.load(str(model_path), device=device)
+        self.model = load_model(model_path, run, device=device)
         self._envs: dict[str, PeerSchedEnv] = {}
 
     def env(self, trace: str | Path) -> PeerSchedEnv:

@@ -28,7 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.adapter import CHECKPOINT_DIR, run_config  # noqa: E402
+from agents.model_file import CHECKPOINT_DIR, run_config  # noqa: E402
 from agents.peer_policy import PeerModelPolicy, Shortlist, evaluate_model_peer  # noqa: E402
 from envs.peer.env import PeerEnvConfig, peer_trace_once, training_starts  # noqa: E402
 

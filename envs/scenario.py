@@ -27,6 +27,7 @@ from envs.core.presets import load_preset
 from envs.core.runtime import RuntimeConfig
 from envs.workload.loaders import TRACE_FORMATS, load_trace, natural_cluster
 from envs.workload.openb import load_openb_cluster
+from envs.workload.reader import no_jobs_left
 from envs.workload.synthetic import generate, load_workload_config
 from envs.workload.synthetic_config import SyntheticConfig
 from envs.workload.table import Workload
@@ -84,13 +85,17 @@ def load_cluster(spec: str | Path) -> ClusterSpec:
 
 
 def load_trace_once(path: str, fmt: str) -> Workload:
-    """A trace loaded once per process: many envs, resets and evaluation runs share the immutable job table."""
+    """A trace loaded once per process: many envs, resets and evaluation runs share the immutable job table. A
+    trace with no usable job is a :class:`ConfigError` that counts the skipped records by reason."""
     return _load_trace_cached(str(Path(path).resolve()), fmt)
 
 
 @lru_cache(maxsize=8)
 def _load_trace_cached(path: str, fmt: str) -> Workload:
-    return load_trace(path, fmt)
+    workload = load_trace(path, fmt)
+    if not workload.jobs:
+        raise no_jobs_left(path, dict(workload.skipped))
+    return workload
 
 
 def scenario_cluster(cluster: str | None, trace: TraceSpec | None, workload: Workload | None) -> ClusterSpec:
@@ -117,19 +122,41 @@ def synthetic_config(workload: str, load: float = 1.0) -> SyntheticConfig:
     return config if load == 1.0 else dataclasses.replace(config, target_load=config.target_load * load)
 
 
-def scenario(workload: str, cluster: str | None = None, seed: int = 0, load: float = 1.0,
-             window: tuple[int, int] | None = None) -> Scenario:
-    """One run's world. A synthetic ``workload`` is generated with ``seed`` at ``load`` times its target load; a
-    trace is cut to ``window`` (first job index, number of jobs; submit times kept) and its inter-arrival times
-    divided by ``load``. ``cluster`` as :func:`scenario_cluster`; the runtime model is the workload's default."""
+@dataclass(frozen=True)
+class Plan:
+    """A run's world before its synthetic jobs are drawn: the cluster, the runtime model, and either the trace's job
+    table or the generator config."""
+
+    cluster: ClusterSpec
+    runtime: RuntimeConfig
+    workload: Workload | None  # a trace's (windowed, compressed) jobs
+    synthetic: SyntheticConfig | None  # a synthetic workload's generator config (its load applied)
+
+
+def plan(workload: str, cluster: str | None = None, load: float = 1.0, window: tuple[int, int] | None = None) -> Plan:
+    """Everything :func:`scenario` resolves except drawing the synthetic jobs: it raises for an unknown workload,
+    trace, window or cluster, and so checks a run before it runs."""
     trace = trace_spec(workload)
     if trace is None:
-        chosen = scenario_cluster(cluster, None, None)
-        jobs = generate(synthetic_config(workload, load), seed=seed, capacity_gpus=chosen.n_gpus)
-        return Scenario(chosen, jobs, RuntimeConfig.named(default_runtime_model(None)))
+        config = synthetic_config(workload, load)
+        return Plan(scenario_cluster(cluster, None, None), RuntimeConfig.named(default_runtime_model(None)), None,
+                    config)
     jobs = load_trace_once(trace.path, trace.fmt)
     if window:
         jobs = jobs.window(*window, rebase=False)
     if load != 1.0:
         jobs = jobs.scale_load(load)
-    return Scenario(scenario_cluster(cluster, trace, jobs), jobs, RuntimeConfig.named(default_runtime_model(trace)))
+    return Plan(scenario_cluster(cluster, trace, jobs), RuntimeConfig.named(default_runtime_model(trace)), jobs, None)
+
+
+def scenario(workload: str, cluster: str | None = None, seed: int = 0, load: float = 1.0,
+             window: tuple[int, int] | None = None) -> Scenario:
+    """One run's world. A synthetic ``workload`` is generated with ``seed`` at ``load`` times its target load; a
+    trace is cut to ``window`` (first job index, number of jobs; submit times kept) and its inter-arrival times
+    divided by ``load``. ``cluster`` as :func:`scenario_cluster`; the runtime model is the workload's default."""
+    world = plan(workload, cluster, load, window)
+    jobs = world.workload
+    if jobs is None:
+        assert world.synthetic is not None
+        jobs = generate(world.synthetic, seed=seed, capacity_gpus=world.cluster.n_gpus)
+    return Scenario(world.cluster, jobs, world.runtime)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from envs.core.files import write_atomically
 from evaluation.aggregate import group_by
 
 if TYPE_CHECKING:
@@ -225,6 +226,6 @@ def plot_all(summary: Sequence[Mapping[str, Any]], traces: Sequence[Trace], out_
         figures["gantt.png"] = gantt(with_gantt)
     paths = []
     for name, fig in figures.items():
-        fig.savefig(out / name, dpi=DPI)
+        write_atomically(out / name, lambda partial, fig=fig: fig.savefig(partial, dpi=DPI, format="png"))
         paths.append(out / name)
     return paths

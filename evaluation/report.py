@@ -17,16 +17,20 @@ from typing import Any
 
 import numpy as np
 
+from envs.core.files import write_atomically, write_text_atomically
 from envs.core.metrics import METRIC_DOCS
 from evaluation.aggregate import aggregate, group_by
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    """Rows as CSV, columns in first-row order (floats written with repr: exact round trip)."""
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    """Rows as CSV, columns in first-row order (floats written with repr: exact round trip), written atomically."""
+    def write(partial: Path) -> None:
+        with partial.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+    write_atomically(path, write)
 
 
 def build_summary(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -47,7 +51,7 @@ def write_run_folder(out: Path, rows: Sequence[dict[str, Any]], traces: Sequence
     write_csv(out / "results.csv", rows)
     write_csv(out / "timing.csv", timings)
     summary = build_summary(rows, timings)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text_atomically(out / "summary.json", json.dumps(summary, indent=2))
     figures: list[Path] = []
     if plots:
         from evaluation.plots import plot_all

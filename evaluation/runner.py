@@ -22,7 +22,7 @@ from envs.core import ConfigError, JobLog, summarize
 from envs.peer.engine import run_sequence
 from envs.peer.joblog import peer_log
 from envs.peer.swf import PeerTrace, peer_trace_once
-from envs.scenario import scenario, trace_spec
+from envs.scenario import plan, scenario, trace_spec
 from envs.sim import Action, Policy, View, simulate
 
 GANTT_MAX_JOBS = 300
@@ -101,8 +101,8 @@ def _policy(name: str) -> Policy:
     return make(name)
 
 
-def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
-    """A ``rls:`` policy on the peer-compatible engine, logged like a simulator run (GPU = processor)."""
+def _peer_window(spec: RunSpec) -> tuple[str, PeerTrace, Any]:
+    """(trace path, the trace read by the peer's rules, the window's jobs) of an ``rls:`` run."""
     trace_ref = trace_spec(spec.workload)
     if trace_ref is None or trace_ref.fmt != "swf" or not spec.window:
         raise ConfigError(f"policy {spec.policy!r}: rls: policies replay windows of SWF traces (swf:PATH)")
@@ -111,13 +111,39 @@ def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
     start, length = spec.window
     if start < 0 or length < 1 or start + length > len(trace.jobs):
         raise ConfigError(f"window [{start}, {start + length}) is outside the {len(trace.jobs)} jobs of {path}")
-    jobs = trace.jobs[start : start + length]
+    return path, trace, trace.jobs[start : start + length]
+
+
+def _run_peer(spec: RunSpec) -> tuple[JobLog, list[float]]:
+    """A ``rls:`` policy on the peer-compatible engine, logged like a simulator run (GPU = processor)."""
+    path, trace, jobs = _peer_window(spec)
     name = spec.policy.strip()[len(RLS_PREFIX):]
     if is_model_name(name):
-        result, latencies = _peer_model(name).run_window(path, start, length)
+        assert spec.window is not None
+        result, latencies = _peer_model(name).run_window(path, *spec.window)
     else:
         result, latencies = _run_peer_heuristic(spec.policy, jobs, trace)
     return peer_log(jobs, result, trace.machine), latencies
+
+
+def check(spec: RunSpec, policy: bool = True, world: bool = True) -> None:
+    """Raise now what ``run(spec)`` would raise for its names and files, without running it: with ``policy``, an
+    unknown policy name or a model file that is missing or cannot be loaded; with ``world``, a workload, trace,
+    window or cluster that does not resolve."""
+    peer = spec.policy.strip().lower().startswith(RLS_PREFIX)
+    if world:
+        if peer:
+            _peer_window(spec)
+        else:
+            plan(spec.workload, spec.cluster, spec.load, spec.window)
+    if policy:
+        name = spec.policy.strip()[len(RLS_PREFIX):] if peer else spec.policy
+        if peer and is_model_name(name):
+            _peer_model(name)
+        elif peer:
+            make(spec.policy)
+        else:
+            _policy(spec.policy)
 
 
 @lru_cache(maxsize=4)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from envs.core import ConfigError
 from envs.peer.engine import peer_start_indices
-from envs.peer.swf import load_swf_peer
+from envs.peer.swf import peer_trace_once
 from envs.scenario import trace_spec
 from evaluation.runner import RunSpec
 
@@ -79,7 +79,7 @@ def _rlscheduler(policies: Sequence[str] | None, workloads: Sequence[str], start
         raise ConfigError("suite rlscheduler: give exactly one --workload swf:PATH")
     trace = workloads[0]
     if starts is None:
-        starts = peer_start_indices(len(load_swf_peer(spec.path).jobs), length=length)
+        starts = peer_start_indices(len(peer_trace_once(str(Path(spec.path).resolve())).jobs), length=length)
     if policies is None:
         policies = [f"rls:{o}{b}" for o in PEER_ORDERS for b in ("", "+rlsbackfill")]
         policies += [f"{o}+{b}" for o in OUR_ORDERS for b in ("easy", "conservative")]

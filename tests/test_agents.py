@@ -15,6 +15,7 @@ from sb3_contrib import MaskablePPO
 
 import envs  # noqa: F401  (registers the ids)
 from agents.network import SlotPolicy, SlotScorer
+from envs.core import ConfigError
 from evaluation.runner import RunSpec, run
 
 
@@ -109,7 +110,7 @@ def test_training_logs_eval_scalars_beside_the_heuristic_and_checkpoints(tmp_pat
     assert json.loads((run_dir / "best_model.json").read_text())["value"] == -1.0
     # a checkpoint runs as a policy with its run's config (SB3 saves it while collecting, before that rollout's
     # update, so it is not the final model)
-    from agents.adapter import run_config
+    from agents.model_file import run_config
 
     checkpoint = run_dir / "checkpoints" / "model_256_steps.zip"
     assert run_config(checkpoint) == run_config(run_dir / "model.zip")
@@ -118,8 +119,7 @@ def test_training_logs_eval_scalars_beside_the_heuristic_and_checkpoints(tmp_pat
 
 
 def test_learning_rate_decays_linearly_to_learning_rate_end():
-    sys.path.insert(0, str(ROOT))
-    from train import new_model
+    from agents.ppo import new_model
 
     env = gym.make("gpusched/GPUCluster-Tiny-v0")
     model = new_model({"learning_rate": 1e-3, "learning_rate_end": 1e-4, "n_steps": 32, "batch_size": 32,
@@ -181,12 +181,11 @@ def test_dagger_episodes_follow_the_actor_and_carry_the_teachers_labels():
 
 
 def test_set_overrides_env_settings_and_dotted_config_paths():
-    sys.path.insert(0, str(ROOT))
-    from train import _apply_sets
+    from agents.experiment import apply_sets
 
     config = {"env": {"slots": 4}, "ppo": {"n_steps": 64}}
-    out = _apply_sets(config, ["backfill=true", "ppo.n_steps=512", "pretrain.teacher=f1", "slots=[1, 2]"])
+    out = apply_sets(config, ["backfill=true", "ppo.n_steps=512", "pretrain.teacher=f1", "slots=[1, 2]"])
     assert out == {"env": {"slots": [1, 2], "backfill": True}, "ppo": {"n_steps": 512}, "pretrain": {"teacher": "f1"}}
     assert config == {"env": {"slots": 4}, "ppo": {"n_steps": 64}}  # the loaded config is left as it was
-    with pytest.raises(SystemExit, match="KEY=VALUE"):
-        _apply_sets(config, ["novalue"])
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        apply_sets(config, ["novalue"])

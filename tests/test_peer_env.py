@@ -133,8 +133,8 @@ def test_trained_peer_model_runs_in_the_harness_and_train_py(tmp_path, long_trac
     train = [sys.executable, str(ROOT / "train.py"), "--run-dir", str(run_dir), "--device", "cpu", "--no-eval"]
     subprocess.run([*train, "--config", str(config), "--set", "slots=6"], cwd=ROOT, check=True, capture_output=True)
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["env"]["slots"] == 6
-    # a resumed run keeps the run's own settings (no --config: not the default experiment)
-    subprocess.run([*train, "--resume", "--total-timesteps", "64"], cwd=ROOT, check=True, capture_output=True)
+    # a resumed run keeps the run's own settings (no --config: not the default experiment) and trains to the new total
+    subprocess.run([*train, "--resume", "--total-timesteps", "192"], cwd=ROOT, check=True, capture_output=True)
     model_path = run_dir / "model.zip"
     assert MaskablePPO.load(model_path, device="cpu").num_timesteps == 192
     assert (run_dir / "best_model.zip").exists()  # saved at the first periodic evaluation
@@ -194,8 +194,9 @@ def test_train_py_evaluates_peer_models_with_their_shortlist_decodings(tmp_path,
     (tmp_path / "best_model.zip").write_bytes(b"")
     seen: list[list[str]] = []
     monkeypatch.setattr(evaluate, "main", lambda argv: seen.append(argv))
-    train._evaluate({"decode": ["sjf@0.3"], "heuristics": ["sjf"]}, tmp_path / "model.zip", tmp_path,
-                    "gpusched/RLSched-v0", {"trace": "t.swf", "backfill": True})
+    final = train._final_evaluation({"decode": ["sjf@0.3"], "heuristics": ["sjf"]}, "gpusched/RLSched-v0",
+                                    {"trace": "t.swf", "backfill": True})
+    train._evaluate(final, tmp_path / "model.zip", tmp_path)
     policies = seen[0][seen[0].index("--policies") + 1].split(",")
     best = tmp_path / "best_model.zip"
     assert policies == [f"rls:{best}", f"rls:{best}+sjf@0.3", "rls:sjf+rlsbackfill"]  # model.zip is absent here

@@ -162,10 +162,10 @@ def test_format_option_reads_a_file_detection_cannot(tmp_path: Path, capsys: pyt
     assert "offered load    unknown" in text  # no MaxProcs header and no --capacity
 
 
-def test_malformed_trace_exits_1_naming_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_malformed_trace_exits_2_naming_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.swf"
     path.write_text(SWF_LINE + "3 x\n")
-    assert main([str(path), "--json"]) == 1
+    assert main([str(path), "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert f"{path} line 3: 2 fields" in captured.err
@@ -173,7 +173,7 @@ def test_malformed_trace_exits_1_naming_file_and_line(tmp_path: Path, capsys: py
 
 def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "nope.swf")]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    assert "nope.swf: No such file" in capsys.readouterr().err
 
 
 def test_unknown_format_exits_2_from_the_command_line(tmp_path: Path) -> None:

@@ -19,6 +19,11 @@ from envs.core.gpu_types import DEFAULT_GPU_TYPES, GPUType
 MILLI_PER_GPU = 1000
 """Capacity of one GPU in milli-GPU; fractional jobs ask for a share of it."""
 
+MAX_GPUS = 1_000_000
+"""The largest cluster modelled, in GPUs (or SWF processors): a larger one is a configuration error, not a hang."""
+MAX_NODES = 100_000
+"""The most nodes a cluster may have."""
+
 
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
@@ -68,6 +73,8 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         if not self.nodes:
             raise ConfigError(f"cluster {self.name!r}: nodes: a cluster needs at least one node")
+        if len(self.nodes) > MAX_NODES or sum(n.n_gpus for n in self.nodes) > MAX_GPUS:
+            raise ConfigError(f"cluster {self.name!r}: more than {MAX_NODES:,} nodes or {MAX_GPUS:,} GPUs")
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
@@ -212,8 +219,8 @@ def swf_machine(n_procs: int, name: str = "swf") -> ClusterSpec:
     Topology is flat (one island, one rack) and the type ``proc`` has speed 1, so with staging off the runtime
     model reduces to plain rigid-job scheduling.
     """
-    if n_procs < 1:
-        raise ConfigError(f"swf machine: processors: must be >= 1, got {n_procs}")
+    if not 1 <= n_procs <= MAX_GPUS:
+        raise ConfigError(f"swf machine: processors: must be in 1..{MAX_GPUS:,}, got {n_procs:g}")
     node = NodeSpec(name="procs", gpu_type="proc", n_gpus=n_procs, islands=(tuple(range(n_procs)),))
     return ClusterSpec(name=name, nodes=(node,))
 

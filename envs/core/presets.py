@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from envs.core.cluster import ClusterSpec, NodeSpec, even_islands, merge_gpu_types
+from envs.core.cluster import MAX_GPUS, MAX_NODES, ClusterSpec, NodeSpec, even_islands, merge_gpu_types
 from envs.core.errors import ConfigError, check_keys
 from envs.core.gpu_types import GPUType
 
@@ -106,8 +106,11 @@ def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
     for key in ("count", "gpu_type", "gpus"):
         if key not in group:
             raise ConfigError(f"{where}.{key}: missing")
-    count = _integer(group, "count", where, minimum=1)
-    n_gpus = _integer(group, "gpus", where, minimum=1)
+    count = _integer(group, "count", where, minimum=1, maximum=MAX_NODES)
+    n_gpus = _integer(group, "gpus", where, minimum=1, maximum=MAX_GPUS)
+    if count * n_gpus > MAX_GPUS:
+        raise ConfigError(f"{where}: count x gpus: {count:,} x {n_gpus:,} GPUs is more than the {MAX_GPUS:,} "
+                          "a cluster may have")
     if "islands" in group and "island_size" in group:
         raise ConfigError(f"{where}: give islands or island_size, not both")
     if "islands" in group:
@@ -161,10 +164,13 @@ def _number(data: Mapping[str, Any], key: str, where: str, default: float | None
     return float(value)
 
 
-def _integer(data: Mapping[str, Any], key: str, where: str, minimum: int) -> int:
+def _integer(data: Mapping[str, Any], key: str, where: str, minimum: int, maximum: int | None = None) -> int:
     value = data.get(key)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        value = int(value)  # YAML reads 1e8 as a float
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{where}.{key}: must be an integer, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{where}.{key}: must be >= {minimum}, got {value}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum:,}"
+        raise ConfigError(f"{where}.{key}: must be {bound}, got {value:,}")
     return value

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from envs.core.errors import SimulationStalled
+from envs.core.errors import ConfigError, SimulationStalled
 from envs.peer.swf import PeerJob, PeerMachine, PeerTrace
 
 Choose = Callable[[Sequence[PeerJob], int], int]
@@ -146,7 +146,7 @@ def gym_seed_words(seed: int) -> list[int]:
     ``[2739863373, 598274112]``.
     """
     if seed < 0:
-        raise ValueError(f"seed: must be >= 0, got {seed}")
+        raise ConfigError(f"seed: must be >= 0, got {seed}")
     digest = hashlib.sha512(str(seed).encode("utf8")).digest()
     words = list(struct.unpack("<2I", digest[:8]))
     while len(words) > 1 and words[-1] == 0:
@@ -162,7 +162,7 @@ def peer_start_indices(
     ``n_jobs`` is the number of parsed jobs (or the peer's ``batch_job_slice`` when that is nonzero).
     """
     if n_jobs - length - 1 <= length:
-        raise ValueError(f"n_jobs: {n_jobs} jobs are too few for sequences of {length} (need > {2 * length + 1})")
+        raise ConfigError(f"n_jobs: {n_jobs} jobs are too few for sequences of {length} (need > {2 * length + 1})")
     rng = np.random.RandomState(gym_seed_words(seed))
     return tuple(int(rng.randint(length, n_jobs - length - 1)) for _ in range(count))
 
@@ -239,7 +239,7 @@ def decisions(
     """
     n = len(jobs)
     if n == 0:
-        raise ValueError("jobs: a sequence needs at least one job")
+        raise ConfigError("jobs: a sequence needs at least one job")
     submit = [j.submit for j in jobs]
     run = [j.run for j in jobs]
     request = [j.request for j in jobs]

@@ -86,6 +86,17 @@ def training_starts(trace_jobs: int, config: PeerEnvConfig) -> np.ndarray:
     return starts
 
 
+def peer_spaces(slots: int) -> tuple[spaces.Dict, spaces.Discrete]:
+    """(observation space, action space) of the env with ``slots`` visible jobs: they depend on nothing else."""
+    observation = spaces.Dict({
+        "jobs": spaces.Box(0.0, 1.0, (slots, JOB_FEATURES), np.float32),
+        "placements": spaces.Box(0.0, 1.0, (slots, 1, PLACEMENT_FEATURES), np.float32),
+        "cluster": spaces.Box(0.0, 1.0, (1, CLUSTER_FEATURES), np.float32),
+        "global": spaces.Box(0.0, 1.0, (GLOBAL_FEATURES,), np.float32),
+    })
+    return observation, spaces.Discrete(slots + 1)
+
+
 class PeerSchedEnv(gym.Env):
     """
     ## Description
@@ -163,14 +174,7 @@ class PeerSchedEnv(gym.Env):
         self._machine_procs = machine.nodes * machine.procs_per_node
         requests = [j.request for j in self.trace.jobs]
         self._time_scale = math.log1p(max(max(requests), 1) * 10)  # log1p of the longest request x 10 [s]
-        k = self.config.slots
-        self.observation_space = spaces.Dict({
-            "jobs": spaces.Box(0.0, 1.0, (k, JOB_FEATURES), np.float32),
-            "placements": spaces.Box(0.0, 1.0, (k, 1, PLACEMENT_FEATURES), np.float32),
-            "cluster": spaces.Box(0.0, 1.0, (1, CLUSTER_FEATURES), np.float32),
-            "global": spaces.Box(0.0, 1.0, (GLOBAL_FEATURES,), np.float32),
-        })
-        self.action_space = spaces.Discrete(k + 1)
+        self.observation_space, self.action_space = peer_spaces(self.config.slots)
         self._steps: Any = None
         self.jobs: tuple[PeerJob, ...] = ()  # the episode's sequence, in trace order
         self._choices: list[int] = []  # every queue index sent to the engine this episode: replayed on unpickling

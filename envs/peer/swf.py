@@ -31,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from envs.core.errors import ConfigError, TraceFormatError
-from envs.workload.reader import read_lines, show
+from envs.workload.reader import no_jobs_left, read_lines, show
 
 _FIELDS = 18
 _FLOAT_FIELD = 5  # field 6 (average CPU time) is read as a float
@@ -115,7 +115,10 @@ def peer_trace_once(path: str) -> PeerTrace:
     """The SWF trace at ``path`` (an absolute path) read by the peer's rules, once per process."""
     if not Path(path).exists():
         raise ConfigError(f"trace: {path}: no such file")
-    return load_swf_peer(path)
+    trace = load_swf_peer(path)
+    if not trace.jobs:
+        raise no_jobs_left(path, dict(trace.skipped))
+    return trace
 
 
 def divide_submits(trace: PeerTrace, divisor: int) -> PeerTrace:
@@ -125,7 +128,7 @@ def divide_submits(trace: PeerTrace, divisor: int) -> PeerTrace:
     division commutes with the reading rules (it changes no run time, job id or order), so it can follow them.
     """
     if divisor < 1:
-        raise ValueError(f"divisor: must be >= 1, got {divisor}")
+        raise ConfigError(f"divisor: must be >= 1, got {divisor}")
     jobs = tuple(replace(j, submit=j.submit // divisor) for j in trace.jobs)
     return PeerTrace(jobs, trace.machine, f"{trace.source} (submit // {divisor})", dict(trace.skipped))
 

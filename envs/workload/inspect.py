@@ -9,8 +9,9 @@ Command line::
 
     python -m envs.workload PATH [--format swf|philly|openb|tiresias] [--capacity GPUS] [--json]
 
-``--json`` prints exactly one JSON object (the report) on stdout. Exit status: 0 done; 1 malformed trace; 2 bad
-arguments, unreadable file or unknown format.
+``--json`` prints exactly one JSON object (the report) on stdout. Exit status: 0 done; 2 with one line on stderr
+for bad arguments, a missing or unreadable file, an unknown format or a malformed trace (``--debug``: the
+traceback instead).
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.core.errors import GpuschedError
-from envs.workload.loaders import TRACE_FORMATS, UnknownTraceFormat, detect_format, load_trace, natural_cluster
+from envs.core.cli import ArgumentParser, run_cli
+from envs.workload.loaders import TRACE_FORMATS, detect_format, load_trace, natural_cluster
 from envs.workload.table import Workload
 
 _DAY_S = 86400.0
@@ -153,8 +153,8 @@ def _positive_int(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``python -m envs.workload`` command; returns the exit status."""
-    parser = argparse.ArgumentParser(
+    """The ``python -m envs.workload`` command; returns the exit status (2 for any user error, in one line)."""
+    parser = ArgumentParser(
         prog="python -m envs.workload",
         description="Inspect a workload trace: jobs, skipped records, GPU-count mix, submit span, offered load.",
     )
@@ -164,17 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--capacity", type=_positive_int, metavar="GPUS", help="GPUs for the offered load (default: from the trace)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of its line")
     args = parser.parse_args(argv)
-    try:
-        report = inspect_trace(args.path, args.format, args.capacity)
-    except UnknownTraceFormat as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot read {args.path}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except GpuschedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(report, indent=2) if args.json else format_report(report))
-    return 0
+
+    def report() -> int:
+        found = inspect_trace(args.path, args.format, args.capacity)
+        print(json.dumps(found, indent=2) if args.json else format_report(found))
+        return 0
+
+    return run_cli(parser.prog, report, args.debug)

@@ -222,3 +222,9 @@ class JobCollector:
             skipped=dict(sorted(self.skipped.items())),
             machine_gpus=machine_gpus,
         )
+
+
+def no_jobs_left(path: str | Path, skipped: dict[str, int]) -> ConfigError:
+    """The error for a trace none of whose records is a usable job: ``PATH: no jobs left after skipping: ...``."""
+    counts = ", ".join(f"{n:,} {reason}" for reason, n in sorted(skipped.items())) or "the file has no record"
+    return ConfigError(f"{path}: no jobs left after skipping: {counts}")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from envs.core.cluster import MAX_GPUS
 from envs.core.errors import TraceFormatError
 from envs.workload.reader import JobCollector, number, read_lines, whole
 from envs.workload.table import Workload
@@ -75,7 +76,11 @@ def _read_header(text: str, where: str, lineno: int, headers: dict[str, int]) ->
     key = key.strip()
     if colon and key in _MACHINE_HEADERS:
         tokens = value.split()
-        headers[key] = whole(tokens[0] if tokens else "", where, lineno, f"header {key}")
+        size = whole(tokens[0] if tokens else "", where, lineno, f"header {key}")
+        if size > MAX_GPUS:
+            raise TraceFormatError(where, lineno, f"header {key} {size:g} is past the largest machine modelled "
+                                                  f"({MAX_GPUS:,} processors)")
+        headers[key] = size
 
 
 def _values(parts: list[str], where: str, lineno: int) -> list[float]:

@@ -30,6 +30,10 @@ ARRIVAL_PROCESSES = ("poisson", "diurnal")
 """Names accepted by ``arrivals.process``."""
 
 
+MAX_JOBS = 10_000_000
+"""The most jobs a synthetic workload may have (a larger one is a configuration error, not a MemoryError)."""
+
+
 def _require(ok: bool, key: str, rule: str, value: object) -> None:
     """Raise ``ConfigError("key: rule, got value")`` unless ``ok``."""
     if not ok:
@@ -308,6 +312,7 @@ class SyntheticConfig:
     def __post_init__(self) -> None:
         _require(bool(self.name), "name", "must be non-empty", self.name)
         _positive(self, "n_jobs", "target_load")
+        _require(self.n_jobs <= MAX_JOBS, "n_jobs", f"must be at most {MAX_JOBS:,}", self.n_jobs)
         classes = self.priority_classes
         names = [c.name for c in classes]
         _require(len(classes) > 0, "priority_classes", "needs at least one class", classes)

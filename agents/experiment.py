@@ -1,0 +1,155 @@
+"""The experiment YAML that ``train.py`` reads (``configs/experiments/*.yaml``), and its validation.
+
+Top level: ``env_id`` (a registered id), ``env`` (that env's settings), ``total_timesteps``, ``n_envs``, and the
+sections ``ppo`` (MaskablePPO's settings and this project's ``hidden`` and ``learning_rate_end``), ``train``
+(periodic validation and checkpoints), ``pretrain`` (imitation warm start) and ``eval`` (the final evaluation); a
+run folder's ``config.yaml`` also holds ``seed`` and ``device``. :func:`check_experiment` raises
+:class:`~envs.core.errors.ConfigError` naming the file and the key for an unknown key or a value of the wrong
+type, before anything is trained.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envs.core.errors import ConfigError
+
+Check = Callable[[Any], bool]
+
+
+def _integer(minimum: int) -> tuple[Check, str]:
+    return (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
+            f"an integer >= {minimum}")
+
+
+def _number(positive: bool = False) -> tuple[Check, str]:
+    def ok(v: Any) -> bool:
+        return isinstance(v, numbers.Real) and not isinstance(v, bool) and (v > 0 if positive else True)
+    return ok, "a number > 0" if positive else "a number"
+
+
+def _optional(check: tuple[Check, str]) -> tuple[Check, str]:
+    return (lambda v: v is None or check[0](v)), f"{check[1]} or null"
+
+
+def _list_of(check: tuple[Check, str]) -> tuple[Check, str]:
+    return (lambda v: isinstance(v, list) and all(check[0](x) for x in v)), f"a list of {check[1].removeprefix('a ')}s"
+
+
+_TEXT = ((lambda v: isinstance(v, str) and bool(v.strip())), "a non-empty string")
+_MAPPING = ((lambda v: isinstance(v, Mapping)), "a mapping")
+_BOOL = ((lambda v: isinstance(v, bool)), "true or false")
+_SEEDS = _list_of(_integer(0))
+
+TOP: dict[str, tuple[Check, str]] = {
+    "env_id": _TEXT, "env": _optional(_MAPPING), "total_timesteps": _integer(1), "n_envs": _integer(1),
+    "ppo": _optional(_MAPPING), "train": _optional(_MAPPING), "pretrain": _optional(_MAPPING),
+    "eval": _optional(_MAPPING), "seed": _integer(0), "device": _TEXT,
+}
+TRAIN: dict[str, tuple[Check, str]] = {
+    "eval_every_steps": _integer(0), "eval_seeds": _SEEDS, "eval_env": _optional(_MAPPING),
+    "checkpoint_every_steps": _integer(0),
+}
+PRETRAIN: dict[str, tuple[Check, str]] = {
+    "teacher": _TEXT, "episodes": _integer(1), "epochs": _integer(1), "learning_rate": _number(positive=True),
+    "dagger_rounds": _integer(0),
+}
+EVAL: dict[str, tuple[Check, str]] = {
+    "workload": _TEXT, "cluster": _TEXT, "seeds": _SEEDS, "heuristics": _list_of(_TEXT), "load": _number(True),
+    "starts": _SEEDS, "length": _integer(1), "decode": _list_of(_TEXT),
+}
+SECTIONS = {"train": TRAIN, "pretrain": PRETRAIN, "eval": EVAL}
+
+
+def _ppo_checks() -> dict[str, tuple[Check, str]]:
+    """Each ``ppo:`` key's check, by the type of MaskablePPO's default (a default of None: a number or null)."""
+    from agents.ppo import OWN_KEYS, PPO_DEFAULTS
+
+    checks: dict[str, tuple[Check, str]] = {"hidden": _integer(1), "learning_rate_end": _number(positive=True)}
+    assert set(checks) == set(OWN_KEYS)
+    for key, default in PPO_DEFAULTS.items():
+        if isinstance(default, bool):
+            checks[key] = _BOOL
+        elif isinstance(default, int):
+            checks[key] = _integer(0)
+        elif isinstance(default, float):
+            checks[key] = _number()
+        elif key.endswith("_kwargs"):
+            checks[key] = _optional(_MAPPING)
+        else:
+            checks[key] = _optional(_number())
+    return checks
+
+
+def _check_section(data: Any, checks: Mapping[str, tuple[Check, str]], where: str) -> None:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: must be a mapping, got {data!r}")
+    for key, value in data.items():
+        if key not in checks:
+            raise ConfigError(f"{where}.{key}: unknown key (allowed: {', '.join(sorted(checks))})")
+        ok, what = checks[key]
+        if not ok(value):
+            raise ConfigError(f"{where}.{key}: must be {what}, got {value!r}")
+
+
+def check_experiment(config: Any, where: str) -> None:
+    """Raise :class:`ConfigError` ``{where}: KEY: ...`` for an unknown key or a wrong type anywhere in ``config``
+    (the ``env`` section is checked by the env itself, when it is built)."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"{where}: must be a mapping of settings, got {type(config).__name__}")
+    for key, value in config.items():
+        if key not in TOP:
+            raise ConfigError(f"{where}: {key}: unknown key (allowed: {', '.join(sorted(TOP))})")
+        ok, what = TOP[key]
+        if not ok(value):
+            raise ConfigError(f"{where}: {key}: must be {what}, got {value!r}")
+    for key in ("env_id", "total_timesteps"):
+        if key not in config:
+            raise ConfigError(f"{where}: {key}: missing")
+    if config.get("ppo"):
+        _check_section(config["ppo"], _ppo_checks(), f"{where}: ppo")
+    for name, checks in SECTIONS.items():
+        if config.get(name):
+            _check_section(config[name], checks, f"{where}: {name}")
+    if config.get("pretrain") and "teacher" not in config["pretrain"]:
+        raise ConfigError(f"{where}: pretrain.teacher: missing (the heuristic to imitate)")
+
+
+def read_experiment(path: str | Path) -> dict[str, Any]:
+    """The experiment at ``path`` (read with ``yaml.safe_load``), checked."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not an experiment file")
+    try:
+        config = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    check_experiment(config, path.name)
+    return dict(config)
+
+
+def apply_sets(config: Mapping[str, Any], items: list[str]) -> dict[str, Any]:
+    """``config`` with ``KEY=VALUE`` items applied, each value read as YAML (``true``, ``4``, ``[pack, spread]``):
+    a plain KEY is an env setting, a dotted one a path in the config (``ppo.n_steps=512``). ``config`` itself is
+    left as it was; check the result with :func:`check_experiment`."""
+    config = yaml.safe_load(yaml.safe_dump(dict(config)))  # a deep copy
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        path = key.strip().split(".") if "." in key else ["env", key.strip()]
+        node = config
+        for part in path[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        try:
+            node[path[-1]] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML: {' '.join(str(exc).split())}") from exc
+    return config
