@@ -171,7 +171,10 @@ def train(args: Args) -> int:
         raise ConfigError(f"{config_path.name}: {exc}") from exc
     resolved = {**config, "total_timesteps": total, "n_envs": n_envs, "seed": seed, "device": device,
                 "env": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(env_config).items()}}
-    final = _final_evaluation(config.get("eval") or {}, env_id, resolved["env"])  # policy names checked now
+    try:  # the final evaluation's policies, workload and cluster are checked now, before training
+        final = _final_evaluation(config.get("eval") or {}, env_id, resolved["env"])
+    except ConfigError as exc:
+        raise ConfigError(f"{config_path.name}: eval: {exc}") from exc
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.run_dir or ROOT / "runs" / f"{env_id.split('/')[-1]}__{seed}__{stamp}"
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
-"""Random cases for the property tests: hypothesis strategies for clusters, probe jobs and workloads, and the
-random simulator states the placement tests ask their rules about."""
+"""Random cases for the property tests and soak runs: hypothesis strategies for clusters, probe jobs and workloads,
+seeded generators of large scenarios, the random simulator states the placement tests ask their rules about, and
+the random driver whose runs the invariant checks (:mod:`envs.sim.checks`) judge."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from collections.abc import Iterator
 import numpy as np
 from hypothesis import strategies as st
 
-from envs.core import MILLI_PER_GPU, ClusterSpec, Job, cluster_from_dict
+from envs.core import MILLI_PER_GPU, ActionRefused, ClusterSpec, Job, JobLog, RuntimeConfig, cluster_from_dict
 from envs.placement import PLACEMENT_RULES
 from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
 from envs.sim import Simulator
+from envs.sim.checks import log_violations, state_violations
 
 TYPES = ["V100", "A100-40GB", "H100"]
 """GPU types of the random clusters (16, 40 and 80 GiB)."""
@@ -167,3 +169,91 @@ def placements_on_random_states(name: str, cluster: ClusterSpec, fillers: list[J
         if gpus is not None:
             assert gpus.dtype == np.int64 and gpus.size == probe.n_gpus and (np.diff(gpus) > 0).all()
             sim.start(probe.job_id, gpus)  # raises ActionRefused if the simulator disagrees
+
+
+# ---- large scenarios, from one seed ---------------------------------------------------------------------------------
+def large_cluster(rng: random.Random) -> ClusterSpec:
+    """Up to 64 nodes in up to 6 groups of mixed sizes (1-8 GPUs, even or interleaved islands), types, CPU, RAM,
+    racks and dataset caches."""
+    groups, nodes = [], 0
+    for i in range(rng.randint(1, 8)):
+        count = rng.randint(1, min(16, 64 - nodes))
+        nodes += count
+        gpus = rng.choice([1, 2, 4, 8])
+        layout = rng.choice([{"island_size": d} for d in (1, 2, 4, 8) if gpus % d == 0]
+                            + ([{"islands": [list(range(0, gpus, 2)), list(range(1, gpus, 2))]}] if gpus >= 4 else []))
+        groups.append({"name": f"g{i}", "count": count, "gpu_type": rng.choice(TYPES), "gpus": gpus, **layout,
+                       "cpus": rng.choice([0, 16, 64]), "ram_gib": rng.choice([0, 64, 512]),
+                       "racks": rng.choice([[0], [0, 1], [1, 2, 3], list(range(8))]),
+                       "cache_gib": rng.choice([0, 30, 100, 1000])})
+        if nodes >= 64:
+            break
+    return cluster_from_dict({"name": "large", "node_groups": groups})
+
+
+def large_workload(rng: random.Random) -> list[Job]:
+    """Up to 300 jobs over up to an hour: whole GPUs (up to 16, a few larger than any cluster) or fractional
+    shares, estimates below and above the runtimes, every kind of need, datasets from a small catalogue."""
+    out = []
+    for job_id in range(rng.randint(1, 300)):
+        fractional = rng.random() < 0.25
+        runtime = rng.choice([0.0, 1.0, 7.5, 30.0, 100.0, 600.0, 3600.0])
+        dataset = rng.choice(["", "", "a", "b", "c", "d"])
+        out.append(Job(
+            job_id=job_id,
+            submit_time_s=float(rng.randint(0, 3600)),
+            runtime_s=runtime,
+            runtime_estimate_s=runtime * rng.choice([0.5, 1.0, 3.0]) + 1,
+            n_gpus=1 if fractional else rng.choice([1, 1, 1, 2, 2, 4, 8, 16, 600]),
+            gpu_milli=rng.choice([100, 250, 500, 700]) if fractional else MILLI_PER_GPU,
+            gpu_types=frozenset(rng.sample(TYPES, rng.choice([0, 0, 0, 1, 2]))),
+            gpu_mem_gib=rng.choice([0.0, 0.0, 0.0, 24.0]),
+            cpu_milli_per_gpu=rng.choice([0, 0, 0, 4000, 20_000]),
+            ram_mib_per_gpu=rng.choice([0, 0, 0, 65_536]),
+            user=rng.choice(["ann", "bob", "cy"]),
+            comm_sensitivity=rng.choice([0.0, 0.3, 1.0]),
+            dataset_id=dataset,
+            dataset_gib=rng.choice([10.0, 40.0, 200.0]) if dataset else 0.0,
+        ))
+    return out
+
+
+def any_runtime(rng: random.Random) -> RuntimeConfig:
+    """A runtime model with every switch on or off, ``kill_at_walltime`` included."""
+    return RuntimeConfig(use_speed=rng.random() < 0.5, use_topology=rng.random() < 0.5,
+                         use_staging=rng.random() < 0.5, kill_at_walltime=rng.random() < 0.5)
+
+
+# ---- the random driver ---------------------------------------------------------------------------------------------
+def drive(cluster: ClusterSpec, jobs: list[Job], seed: int, runtime: RuntimeConfig | None = None,
+          check: bool = True) -> tuple[JobLog, list[str]]:
+    """Run a random policy (a random pending job on random valid GPUs, sometimes arbitrary ones, random waits) to
+    the end: (the log, every invariant violation seen; ``check`` also checks the state after every action)."""
+    rng = random.Random(seed)
+    sim = Simulator(cluster, jobs, runtime or RuntimeConfig())
+    found: list[str] = []
+    while not sim.done:
+        pending = list(sim.view.pending.values())
+        stalled = not sim.events_left
+        if pending and (stalled or rng.random() < 0.7):
+            job = rng.choice(pending)
+            gpus = random_valid_gpus(sim, job, rng)
+            if rng.random() < 0.2:  # an arbitrary action: accepted only if valid, else refused with no effect
+                gpus = [rng.randrange(-1, cluster.n_gpus + 1) for _ in range(rng.choice([job.n_gpus, 1, 3]))]
+            if gpus is not None:
+                before = sim.view.gpu_free_milli.copy()
+                try:
+                    sim.start(job.job_id, gpus)
+                except ActionRefused:
+                    if not (sim.view.gpu_free_milli == before).all():
+                        found.append(f"a refused start of job {job.job_id} changed the free shares")
+            elif stalled:
+                found.append(f"job {job.job_id} cannot start on an empty cluster but was not rejected")
+                break
+        else:
+            sim.wait()
+        if check:
+            found += state_violations(sim)
+    if sim.done:
+        found += log_violations(sim, jobs)
+    return sim.log(), found

@@ -1,0 +1,73 @@
+"""The simulator's invariants as checks that report rather than raise: for the property tests, soak runs
+(``benchmarks/soak.py``) and anyone debugging a policy. Each returns the list of what is violated (empty: all
+hold)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from envs.core.cluster import MILLI_PER_GPU
+from envs.core.job import Job, JobState
+from envs.sim.simulator import Simulator
+
+TOLERANCE = 1e-9
+"""Relative tolerance of the integral checks (sums of floats in another order) [dimensionless]."""
+
+
+def state_violations(sim: Simulator) -> list[str]:
+    """No GPU, milli-share, CPU or RAM is over-allocated; the derived counters agree with the per-GPU state; the
+    queue is in (submit time, job id) order."""
+    c, view = sim.cluster, sim.view
+    found = []
+    free = view.gpu_free_milli
+    if not ((free >= 0) & (free <= MILLI_PER_GPU)).all():
+        found.append("a GPU's free share is outside 0..1000 milli-GPU")
+    whole = free == MILLI_PER_GPU
+    if not (np.bincount(c.gpu_node[whole], minlength=c.n_nodes) == view.node_free_gpus).all():
+        found.append("free GPUs per node disagree with the per-GPU state")
+    if view.free_gpus != int(whole.sum()):
+        found.append("the free-GPU count disagrees with the per-GPU state")
+    if (view.node_free_cpu_milli < 0).any() or (view.node_free_ram_mib < 0).any():
+        found.append("a node's CPU or RAM is over-allocated")
+    if (view.node_free_cpu_milli > c.node_cpu_milli).any() or (view.node_free_ram_mib > c.node_ram_mib).any():
+        found.append("a node has more free CPU or RAM than it holds")
+    queue = [(j.submit_time_s, j.job_id) for j in view.pending.values()]
+    if queue != sorted(queue):
+        found.append("the queue is not in (submit time, job id) order")
+    held = np.full(c.n_gpus, MILLI_PER_GPU)
+    for running in view.running.values():
+        held[running.gpus.index] -= running.job.gpu_milli
+    if not (held == free).all():
+        found.append("the running jobs' shares disagree with the free shares")
+    return found
+
+
+def log_violations(sim: Simulator, jobs: Sequence[Job]) -> list[str]:
+    """Of a finished run of ``jobs``: every job ends exactly once, with consistent times and allocation;
+    GPU-seconds are conserved; fragmentation is at most the idle time; the wait integral is the total wait; with
+    ``kill_at_walltime`` no job runs past its requested wall time."""
+    log = sim.log()
+    found = []
+    if sorted(r.job.job_id for r in log.records) != sorted(j.job_id for j in jobs):
+        found.append("not every job ended exactly once")
+    for r in log.records:
+        if r.state is JobState.COMPLETED:
+            if not (r.start_time_s >= r.job.submit_time_s and r.finish_time_s >= r.start_time_s):
+                found.append(f"job {r.job.job_id}: start before submit or finish before start")
+            if len(r.gpus) != r.job.n_gpus:
+                found.append(f"job {r.job.job_id}: {len(r.gpus)} GPUs for {r.job.n_gpus} asked")
+            if sim.runtime.kill_at_walltime and r.run_s > r.job.runtime_estimate_s * (1 + TOLERANCE):
+                found.append(f"job {r.job.job_id}: ran past its requested wall time")
+        elif r.state is not JobState.REJECTED or r.reject_reason is None:
+            found.append(f"job {r.job.job_id}: ended {r.state} without a reason")
+    held = sum(r.job.gpu_share * r.run_s for r in log.completed())
+    if abs(log.busy_gpu_s - held) > TOLERANCE * max(1.0, held):
+        found.append(f"GPU-seconds not conserved: integral {log.busy_gpu_s} against {held} held")
+    if not 0 <= log.fragmented_gpu_s <= log.idle_gpu_s_while_pending * (1 + TOLERANCE) + TOLERANCE:
+        found.append("fragmented GPU-seconds outside 0..idle GPU-seconds")
+    total_wait = sum(r.wait_s for r in log.completed())
+    if abs(sim.pending_job_s - total_wait) > TOLERANCE * max(1.0, total_wait):
+        found.append(f"the wait integral {sim.pending_job_s} is not the total wait {total_wait}")
+    return found
