@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.core.cli import ArgumentParser, run_cli
+from envs.core.cli import ArgumentParser, at_least, run_cli
 from envs.core.errors import ConfigError
 from evaluation.aggregate import markdown_table
 from evaluation.backends import BACKENDS, Result, execute
@@ -55,16 +55,6 @@ def _floats(text: str) -> list[float]:
     return values
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
-
-
 def parse_args(argv: Sequence[str] | None) -> Any:
     parser = ArgumentParser(prog="evaluate.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=SUITES, default="default", help="which suite (default: default)")
@@ -75,8 +65,8 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     parser.add_argument("--load", type=_floats, default=[1.0], help="comma-separated load factors (default 1)")
     parser.add_argument("--starts", type=_ints, help="first job of each trace window: rlscheduler sequences "
                         "(default: the peer's), or windows of trace workloads in the default suite (i is seed i)")
-    parser.add_argument("--length", type=_positive, default=1024, help="jobs per window of --starts (default 1024)")
-    parser.add_argument("--workers", type=_positive, default=min(4, os.cpu_count() or 1),
+    parser.add_argument("--length", type=at_least(1), default=1024, help="jobs per window of --starts (default 1024)")
+    parser.add_argument("--workers", type=at_least(1), default=min(4, os.cpu_count() or 1),
                         help="parallel runs (default: the cores, at most 4; never more than the runs)")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="local processes or Ray tasks")
     parser.add_argument("--ray-address", help="address of an existing Ray cluster (backend ray)")

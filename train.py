@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from envs.core.cli import ArgumentParser, run_cli
+from envs.core.cli import ArgumentParser, at_least, run_cli
 from envs.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent
@@ -67,18 +67,6 @@ class Args:
     """show the traceback of an error instead of its one line"""
 
 
-def _at_least(minimum: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
-        return value
-    return parse
-
-
 def _device(text: str) -> str:
     if not DEVICES.fullmatch(text):
         raise argparse.ArgumentTypeError(f"must be auto, cpu, cuda, cuda:N or mps, got {text!r}")
@@ -87,7 +75,7 @@ def _device(text: str) -> str:
 
 def parse_args(argv: list[str] | None) -> Args:
     parser = ArgumentParser(prog="train.py", description=__doc__.split("\n\n")[0])
-    kinds = {"total_timesteps": _at_least(1), "n_envs": _at_least(1), "threads": _at_least(1), "seed": _at_least(0),
+    kinds = {"total_timesteps": at_least(1), "n_envs": at_least(1), "threads": at_least(1), "seed": at_least(0),
              "device": _device}
     for f in dataclasses.fields(Args):
         flag = "--" + f.name.replace("_", "-")

@@ -86,36 +86,30 @@ def _ppo_checks() -> dict[str, tuple[Check, str]]:
     return checks
 
 
-def _check_section(data: Any, checks: Mapping[str, tuple[Check, str]], where: str) -> None:
+def _check_keys(data: Any, checks: Mapping[str, tuple[Check, str]], prefix: str) -> None:
+    """Every key of ``data`` known to ``checks`` and its value of the right kind; errors read ``{prefix}KEY: ...``."""
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: must be a mapping, got {data!r}")
+        raise ConfigError(f"{prefix.rstrip(': .')}: must be a mapping, got {data!r}")
     for key, value in data.items():
         if key not in checks:
-            raise ConfigError(f"{where}.{key}: unknown key (allowed: {', '.join(sorted(checks))})")
+            raise ConfigError(f"{prefix}{key}: unknown key (allowed: {', '.join(sorted(checks))})")
         ok, what = checks[key]
         if not ok(value):
-            raise ConfigError(f"{where}.{key}: must be {what}, got {value!r}")
+            raise ConfigError(f"{prefix}{key}: must be {what}, got {value!r}")
 
 
 def check_experiment(config: Any, where: str) -> None:
     """Raise :class:`ConfigError` ``{where}: KEY: ...`` for an unknown key or a wrong type anywhere in ``config``
     (the ``env`` section is checked by the env itself, when it is built)."""
-    if not isinstance(config, Mapping):
-        raise ConfigError(f"{where}: must be a mapping of settings, got {type(config).__name__}")
-    for key, value in config.items():
-        if key not in TOP:
-            raise ConfigError(f"{where}: {key}: unknown key (allowed: {', '.join(sorted(TOP))})")
-        ok, what = TOP[key]
-        if not ok(value):
-            raise ConfigError(f"{where}: {key}: must be {what}, got {value!r}")
+    _check_keys(config, TOP, f"{where}: ")
     for key in ("env_id", "total_timesteps"):
         if key not in config:
             raise ConfigError(f"{where}: {key}: missing")
     if config.get("ppo"):
-        _check_section(config["ppo"], _ppo_checks(), f"{where}: ppo")
+        _check_keys(config["ppo"], _ppo_checks(), f"{where}: ppo.")
     for name, checks in SECTIONS.items():
         if config.get(name):
-            _check_section(config[name], checks, f"{where}: {name}")
+            _check_keys(config[name], checks, f"{where}: {name}.")
     if config.get("pretrain") and "teacher" not in config["pretrain"]:
         raise ConfigError(f"{where}: pretrain.teacher: missing (the heuristic to imitate)")
 

@@ -43,3 +43,16 @@ def run_cli(prog: str, main: Callable[[], int], debug: bool = False) -> int:
             raise
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return USAGE
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``minimum``, else the one-line message that says so."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+    return parse

@@ -16,7 +16,6 @@ traceback instead).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 from collections import Counter
@@ -24,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.core.cli import ArgumentParser, run_cli
+from envs.core.cli import ArgumentParser, at_least, run_cli
 from envs.workload.loaders import TRACE_FORMATS, detect_format, load_trace, natural_cluster
 from envs.workload.table import Workload
 
@@ -142,16 +141,6 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``python -m envs.workload`` command; returns the exit status (2 for any user error, in one line)."""
     parser = ArgumentParser(
@@ -161,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("path", help="trace file (.gz is read transparently)")
     parser.add_argument("--format", choices=list(TRACE_FORMATS), help="trace format (default: detected)")
     parser.add_argument(
-        "--capacity", type=_positive_int, metavar="GPUS", help="GPUs for the offered load (default: from the trace)"
+        "--capacity", type=at_least(1), metavar="GPUS", help="GPUs for the offered load (default: from the trace)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of its line")
