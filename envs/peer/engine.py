@@ -250,12 +250,14 @@ def decisions(
     running: list[tuple[int, int, int]] = []  # heap of (actual end [s], list rank, position): completion order
     rank = itertools.count()  # list rank of a started job: appended after every job already running
 
+    push, pop = heapq.heappush, heapq.heappop
+
     def launch(p: int, now: int) -> None:
         nonlocal free
         start[p] = now
         order.append(p)
         free -= nodes[p]
-        heapq.heappush(running, (now + run[p], next(rank), p))
+        push(running, (now + run[p], next(rank), p))
 
     now = submit[0]
     queue = [0]  # positions, in queue order
@@ -291,7 +293,8 @@ def decisions(
                     raise _stalled(jobs[p], nodes[p], free)
                 if arrived < n and submit[arrived] <= running[0][0]:
                     queue.append(arrived)
-                    now = max(now, submit[arrived])
+                    if submit[arrived] > now:
+                        now = submit[arrived]
                     if backfill:
                         if len(queue) > 1 and submit[arrived] < submit[queue[-2]]:  # out of submit order: re-sort
                             queue.sort(key=submit.__getitem__)
@@ -305,8 +308,9 @@ def decisions(
                                 candidates.append(arrived)
                     arrived += 1
                 else:
-                    end, _, q = heapq.heappop(running)
-                    now = max(now, end)
+                    end, _, q = pop(running)
+                    if end > now:
+                        now = end
                     free += nodes[q]
                     pending = backfill
         launch(p, now)
@@ -315,12 +319,13 @@ def decisions(
         if arrived == n:
             break
         while running and running[0][0] < submit[arrived]:
-            free += nodes[heapq.heappop(running)[2]]
+            free += nodes[pop(running)[2]]
         queue.append(arrived)
-        now = max(now, submit[arrived])
+        if submit[arrived] > now:
+            now = submit[arrived]
         arrived += 1
     avg = 0.0
-    for p in order:
+    for p in order:  # the peer's sum, in start order: bsld / n per job
         avg += bounded_slowdown(start[p], submit[p], run[p]) / n
     return PeerResult(tuple(start), tuple(order), avg)
 
