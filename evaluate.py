@@ -93,8 +93,7 @@ def check_all(specs: Sequence[RunSpec]) -> None:
     policies: set[str] = set()
     worlds: set[tuple] = set()
     for spec in specs:
-        peer = spec.policy.strip().lower().startswith("rls:")
-        world = (peer, spec.workload, spec.cluster, spec.load, spec.window)
+        world = (spec.peer, spec.workload, spec.cluster, spec.load, spec.window)
         check(spec, policy=spec.policy not in policies, world=world not in worlds)
         policies.add(spec.policy)
         worlds.add(world)

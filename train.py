@@ -36,7 +36,6 @@ BEST_MODEL = "best_model.zip"
 """The model with the best periodic-evaluation score (validation episodes, never the final test ones)."""
 DEVICES = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 """The --device values: auto (cuda when present), cpu, cuda, cuda:N or mps."""
-_CHECKPOINT = re.compile(r"model_(\d+)_steps\.zip")
 
 
 @dataclass
@@ -111,13 +110,12 @@ def resume_source(run_dir: Path) -> Path:
     """What ``--resume`` continues from: ``model.zip``, else the newest checkpoint that is a complete zip file."""
     import zipfile
 
-    from agents.model_file import CHECKPOINT_DIR
+    from agents.model_file import checkpoints
 
     model = run_dir / "model.zip"
     if model.is_file():
         return model
-    steps = {int(m[1]): p for p in (run_dir / CHECKPOINT_DIR).glob("model_*_steps.zip")
-             if (m := _CHECKPOINT.fullmatch(p.name)) and zipfile.is_zipfile(p)}
+    steps = {n: path for n, path in checkpoints(run_dir).items() if zipfile.is_zipfile(path)}
     if not steps:
         raise ConfigError(f"--resume: {run_dir} has no model.zip and no checkpoint to continue from")
     return steps[max(steps)]
@@ -130,7 +128,7 @@ def train(args: Args) -> int:
 
     import envs  # noqa: F401  (registers the ids)
     from agents.experiment import apply_sets, check_experiment, read_experiment
-    from agents.model_file import CHECKPOINT_DIR, CONFIG_FILE, load_model, save_model
+    from agents.model_file import CONFIG_FILE, checkpoint_path, load_model, save_model
     from agents.ppo import new_model
     from envs.core.files import write_text_atomically
 
@@ -176,8 +174,9 @@ def train(args: Args) -> int:
         model = new_model(config.get("ppo") or {}, vec, device, seed, str(run_dir / "tb"))
         if config.get("pretrain"):
             _pretrain(config["pretrain"], model, gym.make(env_id, **env_overrides), seed)
-            (run_dir / CHECKPOINT_DIR).mkdir(exist_ok=True)
-            save_model(model, run_dir / CHECKPOINT_DIR / "model_0_steps.zip")  # a resumed run keeps the warm start
+            warm_start = checkpoint_path(run_dir, 0)  # a resumed run keeps the warm start
+            warm_start.parent.mkdir(exist_ok=True)
+            save_model(model, warm_start)
     start, t0 = model.num_timesteps, time.perf_counter()
     if total > start:
         model.learn(total_timesteps=total - start, reset_num_timesteps=False, tb_log_name="ppo",
@@ -233,7 +232,6 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
     """Periodic evaluation scalars (beside the best heuristic) and checkpoints, as the config's ``train`` asks;
     checkpoints default to one per rollout, so a killed run loses at most one rollout of work."""
     from agents.callbacks import Checkpoints, EvalScalars
-    from agents.model_file import CHECKPOINT_DIR
     from agents.ppo import PPO_DEFAULTS
 
     train = config.get("train") or {}
@@ -247,7 +245,7 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
     rollout = int((config.get("ppo") or {}).get("n_steps", PPO_DEFAULTS["n_steps"])) * n_envs
     every = int(train.get("checkpoint_every_steps", rollout))
     if every:
-        callbacks.append(Checkpoints(run_dir / CHECKPOINT_DIR, every))
+        callbacks.append(Checkpoints(run_dir, every))
     return callbacks
 
 

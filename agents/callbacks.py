@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.model_file import save_model
+from agents.model_file import checkpoint_path, save_model
 from baselines import make
 from envs.core.files import write_text_atomically
 from envs.core.metrics import summarize
@@ -106,18 +106,18 @@ class EvalScalars(BaseCallback):
 
 
 class Checkpoints(BaseCallback):
-    """Save the model as ``folder/model_N_steps.zip`` (N: its step count) once ``every`` steps have passed since the
-    last save, between a rollout's update and the next rollout (so a checkpoint holds a consistent model and
-    optimizer), and when training ends. A run continued from a checkpoint (``train.py --resume``) picks up exactly
+    """Save the model as ``RUN/checkpoints/model_N_steps.zip`` (N: its step count) once ``every`` steps have passed
+    since the last save, between a rollout's update and the next rollout (so a checkpoint holds a consistent model
+    and optimizer), and when training ends. A run continued from a checkpoint (``train.py --resume``) picks up exactly
     there."""
 
-    def __init__(self, folder: Path, every: int) -> None:
+    def __init__(self, run_dir: Path, every: int) -> None:
         super().__init__()
-        self.folder, self.every = Path(folder), every
+        self.run_dir, self.every = Path(run_dir), every
         self.last = 0
 
     def _on_training_start(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        checkpoint_path(self.run_dir, 0).parent.mkdir(parents=True, exist_ok=True)
         self.last = self.num_timesteps
 
     def _on_rollout_start(self) -> None:
@@ -132,5 +132,5 @@ class Checkpoints(BaseCallback):
             self._save()
 
     def _save(self) -> None:
-        save_model(self.model, self.folder / f"model_{self.num_timesteps}_steps.zip")
+        save_model(self.model, checkpoint_path(self.run_dir, self.num_timesteps))
         self.last = self.num_timesteps

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +39,18 @@ CONFIG_FILE = "config.yaml"
 """The run folder's resolved configuration; its ``env`` section is the config the model was trained with."""
 CHECKPOINT_DIR = "checkpoints"
 """Folder of a run's periodic checkpoints (``RUN/checkpoints/model_N_steps.zip``)."""
+_CHECKPOINT = re.compile(r"model_(\d+)_steps\.zip")
+
+
+def checkpoint_path(run_dir: str | Path, steps: int) -> Path:
+    """Where a run saves its checkpoint at ``steps`` steps."""
+    return Path(run_dir) / CHECKPOINT_DIR / f"model_{steps}_steps.zip"
+
+
+def checkpoints(run_dir: str | Path) -> dict[int, Path]:
+    """A run's checkpoints by step count."""
+    found = ((_CHECKPOINT.fullmatch(p.name), p) for p in (Path(run_dir) / CHECKPOINT_DIR).glob("model_*_steps.zip"))
+    return {int(match[1]): path for match, path in found if match}
 
 RECREATED = ("rollout_buffer_class", "_last_obs", "_last_episode_starts", "_last_original_obs", "ep_info_buffer",
              "ep_success_buffer")

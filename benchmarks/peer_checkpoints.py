@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -28,7 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.model_file import CHECKPOINT_DIR, run_config  # noqa: E402
+from agents.model_file import checkpoints, run_config  # noqa: E402
 from agents.peer_policy import PeerModelPolicy, Shortlist, evaluate_model_peer  # noqa: E402
 from envs.peer.env import PeerEnvConfig, peer_trace_once, training_starts  # noqa: E402
 
@@ -39,9 +38,7 @@ VALIDATION_SEED = 7
 def models(run_dir: Path) -> list[tuple[Path, int | None]]:
     """The run's checkpoints in step order, then best_model.zip and model.zip; each with its step (None: not
     in the file name)."""
-    steps = {p: int(re.fullmatch(r"model_(\d+)_steps\.zip", p.name).group(1))
-             for p in (run_dir / CHECKPOINT_DIR).glob("model_*_steps.zip")}
-    ordered: list[tuple[Path, int | None]] = sorted(steps.items(), key=lambda item: item[1])
+    ordered: list[tuple[Path, int | None]] = [(path, n) for n, path in sorted(checkpoints(run_dir).items())]
     return ordered + [(run_dir / name, None) for name in ("best_model.zip", "model.zip") if (run_dir / name).exists()]
 
 

@@ -43,6 +43,11 @@ class RunSpec:
     label: str | None = None  # workload name in the tables (default: derived from the spec)
 
     @property
+    def peer(self) -> bool:
+        """Whether the policy is an ``rls:`` one, run on the peer-compatible engine."""
+        return self.policy.strip().lower().startswith(RLS_PREFIX)
+
+    @property
     def workload_label(self) -> str:
         """The workload's name in result tables."""
         if self.label:
@@ -76,7 +81,7 @@ class TimedPolicy:
 def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
     """(row, trace, timing) of one run."""
     t0 = time.perf_counter()
-    if spec.policy.strip().lower().startswith(RLS_PREFIX):
+    if spec.peer:
         log, latencies = _run_peer(spec)
     else:
         world = scenario(spec.workload, spec.cluster, spec.seed, spec.load, spec.window)
@@ -130,7 +135,7 @@ def check(spec: RunSpec, policy: bool = True, world: bool = True) -> None:
     """Raise now what ``run(spec)`` would raise for its names and files, without running it: with ``policy``, an
     unknown policy name or a model file that is missing or cannot be loaded; with ``world``, a workload, trace,
     window or cluster that does not resolve."""
-    peer = spec.policy.strip().lower().startswith(RLS_PREFIX)
+    peer = spec.peer
     if world:
         if peer:
             _peer_window(spec)

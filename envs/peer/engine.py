@@ -100,6 +100,7 @@ class KeyOrder:
             return lambda queue, now: queue.sort(key=by_position)
         return lambda queue, now: queue.sort(key=lambda p: dynamic(jobs[p], now))
 
+
 SEQUENCE_LENGTH = 1024  # jobs per evaluation sequence (the peer's --len)
 SEQUENCE_COUNT = 10  # sequences per evaluation (the peer's --iter)
 PEER_SEED = 1  # the peer's --seed
