@@ -6,12 +6,16 @@ Philly) are loaded once, through the inspector command, in ``test_workload_inspe
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import gzip
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from envs.core.errors import ConfigError, TraceFormatError
+from envs.core.job import TraceOutcome
 from envs.workload import (
     Workload,
     detect_format,
@@ -122,6 +126,59 @@ def test_swf_machine_size_comes_from_maxprocs_then_maxnodes(tmp_path: Path, head
     assert load_swf(path).machine_gpus == machine_gpus
 
 
+SWF_STATUS_TEXT = """\
+; MaxProcs: 8
+1 0 -1 10 1 -1 -1 -1 -1 -1 1 1 1 -1 1 -1 -1 -1
+2 1 -1 10 1 -1 -1 -1 -1 -1 0 1 1 -1 2 -1 -1 -1
+3 2 -1 10 1 -1 -1 -1 -1 -1 5 1 1 -1 -1 -1 -1 -1
+4 3 -1 10 1 -1 -1 -1 -1 -1 -1 1 1 -1 3 -1 -1 -1
+5 4 -1 10 1 -1 -1 -1 -1 -1 2 1 1 -1 1 -1 -1 -1
+6 5 -1 10 1 -1 -1 -1 -1 -1 3 1 1 -1 2.0 -1 -1 -1
+7 6 -1 10 1 -1 -1 -1 -1 -1 4 1 1 -1 7 -1 -1 -1
+8 7 -1 10 1 -1 -1 -1 -1 -1 9 1 1 -1 1 -1 -1 -1
+9 8 -1 10 1 -1 -1 -1 -1 -1 1.5 1 1 -1 1 -1 -1 -1
+10 9 -1 0 1 -1 -1 -1 -1 -1 5 1 1 -1 1 -1 -1 -1
+"""
+
+
+def test_swf_status_gives_the_recorded_outcome(tmp_path: Path) -> None:
+    w = load_swf(write(tmp_path, "status.swf", SWF_STATUS_TEXT))
+    pass_, failed, killed, unknown = TraceOutcome.PASS, TraceOutcome.FAILED, TraceOutcome.KILLED, TraceOutcome.UNKNOWN
+    assert {j.job_id: j.outcome for j in w.jobs} == {
+        1: pass_,  # 1 completed
+        2: failed,  # 0 failed
+        3: killed,  # 5 cancelled
+        4: unknown,  # -1 unknown
+        5: unknown,  # 2 partial execution, continued later
+        6: pass_,  # 3 last partial execution, completed
+        7: failed,  # 4 last partial execution, failed
+        8: unknown,  # 9 no such code
+        9: unknown,  # 1.5 no such code
+    }
+    assert w.skipped == {"zero_runtime": 1}  # the outcome does not decide what is skipped
+    assert {j.priority for j in w.jobs} == {0}  # no queue_priority: queue numbers carry no order
+
+
+def test_swf_queue_priority_maps_queue_numbers_to_priority_classes(tmp_path: Path) -> None:
+    path = write(tmp_path, "status.swf", SWF_STATUS_TEXT)
+    w = load_swf(path, queue_priority={1: 2, 2: 1, 3: 0, -1: 5})
+    # queues: job 1 -> 1, 2 -> 2, 3 -> -1, 4 -> 3, 5 -> 1, 6 -> 2.0, 7 -> 7 (absent: 0), 8 -> 1, 9 -> 1
+    assert {j.job_id: j.priority for j in w.jobs} == {1: 2, 2: 1, 3: 5, 4: 0, 5: 2, 6: 1, 7: 0, 8: 2, 9: 2}
+    assert [j.priority for j in load_swf(path, queue_priority={}).jobs] == [0] * 9
+    unmapped = load_swf(path).jobs
+    assert [dataclasses.replace(j, priority=0) for j in w.jobs] == list(unmapped)  # nothing else changes
+
+
+def test_swf_queue_priority_needs_whole_queue_numbers_and_integer_classes(tmp_path: Path) -> None:
+    path = write(tmp_path, "q.swf", "1 0 -1 10 1 -1 -1 -1 -1 -1 1 1 1 -1 2.5 -1 -1 -1\n")
+    assert load_swf(path).jobs[0].priority == 0  # the queue is not read without a mapping
+    with pytest.raises(TraceFormatError, match=r"line 1: field 15 \(queue number\) '2.5' is not a whole number"):
+        load_swf(path, queue_priority={2: 1})
+    for bad in ({1: 1.5}, {"1": 1}, {1: True}, [(1, 2)]):
+        with pytest.raises(ConfigError, match="queue_priority"):
+            load_swf(path, queue_priority=bad)  # type: ignore[arg-type]
+
+
 def test_gzip_is_read_transparently_whatever_the_name(tmp_path: Path) -> None:
     plain = load_swf(write(tmp_path, "tiny.swf", SWF_TEXT))
     gz = load_swf(write(tmp_path, "tiny.swf.gz", SWF_TEXT))
@@ -147,6 +204,7 @@ def test_philly_maps_size_duration_and_gives_multi_gpu_jobs_the_comm_sensitivity
         0.8,
     )
     assert load_philly(write(tmp_path, "philly.csv", PHILLY_TEXT)).jobs[1].comm_sensitivity == 0.5
+    assert {(j.outcome, j.priority, j.preemptible) for j in w.jobs} == {(TraceOutcome.UNKNOWN, 0, False)}  # no status
 
 
 def test_openb_pods_map_shares_types_and_per_gpu_resources(tmp_path: Path) -> None:
@@ -164,6 +222,36 @@ def test_openb_pods_map_shares_types_and_per_gpu_resources(tmp_path: Path) -> No
     assert (eight.cpu_milli_per_gpu, eight.ram_mib_per_gpu) == (4001, 12501)  # rounded up
     assert (eight.runtime_s, eight.comm_sensitivity) == (990, 0.5)
     assert by_id[0].gpu_types == frozenset()
+
+
+OPENB_PHASES_TEXT = """\
+name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+p1,1000,1024,1,1000,,LS,Succeeded,0,10,0
+p2,1000,1024,1,500,,BE,Failed,1,10,1
+p3,1000,1024,2,1000,,Burstable,Running,2,10,2
+p4,1000,1024,1,1000,,Guaranteed,Pending,3,10,4
+p5,1000,1024,1,1000,,BE,Unknown,4,10,5
+p6,1000,1024,1,250,,LS,Pending,5,10,
+"""
+
+
+def test_openb_pod_phase_gives_the_outcome_and_qos_the_priority_class(tmp_path: Path) -> None:
+    w = load_openb(write(tmp_path, "pods.csv", OPENB_PHASES_TEXT))
+    assert w.skipped == {"never_scheduled": 1}
+    got = {j.job_id: (j.qos, j.priority, j.preemptible, j.outcome) for j in w.jobs}
+    assert got == {
+        1: ("LS", 3, False, TraceOutcome.PASS),
+        2: ("BE", 0, True, TraceOutcome.FAILED),
+        3: ("Burstable", 1, False, TraceOutcome.UNKNOWN),  # still running when the phase was recorded
+        4: ("Guaranteed", 2, False, TraceOutcome.UNKNOWN),
+        5: ("BE", 0, True, TraceOutcome.UNKNOWN),
+    }
+    fixture = load_openb(write(tmp_path, "p.csv", OPENB_PODS_TEXT))
+    assert {j.job_id: (j.priority, j.preemptible, j.outcome) for j in fixture.jobs} == {
+        0: (3, False, TraceOutcome.UNKNOWN),  # LS, Running
+        1: (0, True, TraceOutcome.FAILED),  # BE, Failed
+        4: (2, False, TraceOutcome.PASS),  # Guaranteed, Succeeded
+    }
 
 
 def test_openb_pod_without_a_number_in_its_name_takes_its_row_index(tmp_path: Path) -> None:
@@ -195,6 +283,7 @@ def test_tiresias_maps_gpus_and_duration(tmp_path: Path) -> None:
         (0, 1, 0, 164, 0.0),
         (1, 8, 30, 147, 0.25),
     ]
+    assert {(j.outcome, j.priority) for j in w.jobs} == {(TraceOutcome.UNKNOWN, 0)}  # no status or priority column
 
 
 # ---- malformed input -------------------------------------------------------------------------------------
@@ -224,6 +313,12 @@ MALFORMED = [
     ("openb", f"{PODS_HEAD}\np1,1000,1024,-1,500,,LS,Running,0,10,0\n", 2, "num_gpu '-1' must be >= 0"),
     ("openb", f"{PODS_HEAD}\np1,1000,1024,1,500,,LS,Running,0,10,0\nq1,1,1,1,500,,LS,Running,0,10,0\n", 3,
      "job id 1 repeats the id of line 2"),
+    ("openb", f"{PODS_HEAD}\np1,1000,1024,1,500,,LS,Running,0,10,0\np2,1,1,1,500,,LS,Completed,0,10,0\n", 3,
+     "pod_phase 'Completed' is not one of Succeeded, Failed, Running, Pending, Unknown"),
+    ("openb", f"{PODS_HEAD}\np1,1000,1024,1,500,,LS,running,0,10,0\n", 2, "pod_phase 'running' is not one of"),
+    ("openb", f"{PODS_HEAD}\np1,1000,1024,0,0,,LS,,0,10,0\n", 2, "pod_phase '' is not one of"),  # even if skipped
+    ("openb", f"{PODS_HEAD}\np1,1000,1024,1,500,,Gold,Running,0,10,0\n", 2,
+     "qos 'Gold' is not one of LS, Guaranteed, Burstable, BE"),
     ("tiresias", f"{TIRESIAS_TEXT.splitlines()[0]}\n0,1.5,0,1,m,10,1\n", 2, "num_gpu '1.5' is not a whole number"),
 ]  # fmt: skip
 
@@ -345,7 +440,51 @@ def test_openb_node_lists_give_the_same_6212_gpus(traces_dir: Path) -> None:
         assert set(cluster.type_names) == {"A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32"}
 
 
+def _openb_outcomes_by_csv(path: Path) -> tuple[Counter[str], Counter[str]]:
+    """(pod_phase counts, qos counts) of the pods the loader keeps, counted with the csv module."""
+    with open(path, newline="") as f:
+        kept = [r for r in csv.DictReader(f)
+                if int(r["num_gpu"]) > 0 and r["scheduled_time"] and r["deletion_time"] != r["scheduled_time"]]
+    return Counter(r["pod_phase"] for r in kept), Counter(r["qos"] for r in kept)
+
+
+@pytest.mark.parametrize("name", ["openb_pod_list_default.csv", "openb_pod_list_gpuspec33.csv"])
+def test_openb_outcome_and_priority_counts_match_the_csv(traces_dir: Path, name: str) -> None:
+    path = traces_dir / "alibaba-openb-gpu-v2023" / name
+    phases, qos = _openb_outcomes_by_csv(path)
+    assert phases == {"Running": 4149, "Failed": 1869, "Succeeded": 185}  # no Pending pod was ever scheduled
+    assert qos == {"LS": 3590, "BE": 2510, "Burstable": 97, "Guaranteed": 6}
+    w = load_openb(path)
+    outcomes = Counter(j.outcome for j in w.jobs)
+    assert outcomes == {TraceOutcome.PASS: phases["Succeeded"], TraceOutcome.FAILED: phases["Failed"],
+                        TraceOutcome.UNKNOWN: phases["Running"]}
+    priorities = Counter((j.priority, j.preemptible) for j in w.jobs)
+    assert priorities == {(3, False): qos["LS"], (2, False): qos["Guaranteed"], (1, False): qos["Burstable"],
+                          (0, True): qos["BE"]}
+
+
+@pytest.mark.parametrize(
+    ("rel", "statuses"),
+    [
+        ("lublin-synthetic/lublin_256.swf", {1: 10_000}),
+        ("pwa-nasa-ipsc/NASA-iPSC-1993-3.1-cln.swf.gz", {-1: 18_066}),
+    ],
+)
+def test_swf_outcome_counts_match_the_status_field(traces_dir: Path, rel: str, statuses: dict[int, int]) -> None:
+    path = traces_dir / rel
+    opener = gzip.open if rel.endswith(".gz") else open
+    with opener(path, "rt") as f:  # type: ignore[operator]
+        records = [line.split() for line in f if line.strip() and not line.startswith(";")]
+    kept = [r for r in records if float(r[1]) >= 0 and float(r[3]) > 0]  # what the loader keeps (all have processors)
+    counted = Counter(int(r[10]) for r in kept)
+    assert counted == statuses
+    by_status = {1: TraceOutcome.PASS, 0: TraceOutcome.FAILED, 5: TraceOutcome.KILLED, -1: TraceOutcome.UNKNOWN}
+    w = load_swf(path)
+    assert Counter(j.outcome for j in w.jobs) == {by_status[k]: n for k, n in counted.items()}
+
+
 def test_tiresias_example_loads_60_jobs(traces_dir: Path) -> None:
     w = load_trace(traces_dir / "tiresias-sim" / "60_job.csv")
     assert (len(w), w.skipped) == (60, {})
     assert {j.n_gpus for j in w.jobs} == {1, 2, 4, 8}
+    assert {j.outcome for j in w.jobs} == {TraceOutcome.UNKNOWN}

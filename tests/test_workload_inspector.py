@@ -7,6 +7,7 @@ is loaded exactly once per session and the runs overlap.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from paths import ROOT
 
-from envs.core.job import Job
+from envs.core.job import Job, TraceOutcome
 from envs.workload import Workload
 from envs.workload.inspect import format_report, gpu_mix_buckets, inspect_workload, main
 
@@ -128,6 +129,28 @@ def test_openb_report_counts_fractional_pods(cli_runs: dict[str, tuple[int, str,
     assert report(cli_runs, "tiresias")["offered_load"] is None
 
 
+def test_reports_count_jobs_by_recorded_outcome_and_priority_class(
+    cli_runs: dict[str, tuple[int, str, str]], traces_dir: Path
+) -> None:
+    # openb: pod phases and qos classes of the loaded pods (counted with the csv module in test_trace_loaders.py)
+    for key in ("openb_default", "openb_gpuspec33"):
+        r = report(cli_runs, key)
+        assert r["outcomes"] == {"pass": 185, "failed": 1_869, "unknown": 4_149}
+        assert r["priorities"] == {"0": 2_510, "1": 97, "2": 6, "3": 3_590}  # BE, Burstable, Guaranteed, LS
+    # LLNL Atlas: the status field of the records the loader keeps (run time > 0), counted here from the text
+    with gzip.open(traces_dir / TRACE_FILES["llnl"], "rt") as f:
+        records = [line.split() for line in f if line.strip() and not line.startswith(";")]
+    status = {code: sum(1 for r in records if float(r[3]) > 0 and r[10] == code) for code in ("1", "0", "5")}
+    assert status == {"1": 19_949, "0": 9_820, "5": 6_831}
+    llnl = report(cli_runs, "llnl")
+    assert llnl["outcomes"] == {"pass": status["1"], "failed": status["0"], "killed": status["5"]}
+    assert llnl["priorities"] == {"0": 36_600}
+    assert report(cli_runs, "lublin")["outcomes"] == {"pass": 10_000}
+    for key, jobs in (("nasa", 18_066), ("philly", 111_539), ("tiresias", 60)):  # no status recorded
+        r = report(cli_runs, key)
+        assert (r["outcomes"], r["priorities"]) == ({"unknown": jobs}, {"0": jobs})
+
+
 def test_node_list_is_refused_with_exit_status_2(cli_runs: dict[str, tuple[int, str, str]]) -> None:
     status, out, err = cli_runs["openb_nodes"]
     assert (status, out) == (2, "")
@@ -205,10 +228,34 @@ def test_inspect_workload_summarizes_mix_span_demand_and_load() -> None:
     assert "fractional: 1 (25.0%)" in format_report(r)
 
 
+def test_inspect_workload_counts_outcomes_and_priority_classes() -> None:
+    jobs = [
+        Job(0, 0.0, 10.0, 10.0, outcome=TraceOutcome.FAILED, priority=3),
+        Job(1, 1.0, 10.0, 10.0, outcome=TraceOutcome.PASS),
+        Job(2, 2.0, 10.0, 10.0, outcome=TraceOutcome.KILLED, priority=3),
+        Job(3, 3.0, 10.0, 10.0, outcome=TraceOutcome.PASS, priority=-1),
+        Job(4, 4.0, 10.0, 10.0, priority=3),
+    ]
+    r = inspect_workload(Workload("w", tuple(jobs)))
+    assert r["outcomes"] == {"pass": 2, "failed": 1, "killed": 1, "unknown": 1}  # TraceOutcome's order
+    assert list(r["outcomes"]) == ["pass", "failed", "killed", "unknown"]
+    assert r["priorities"] == {"-1": 1, "0": 1, "3": 3}
+    assert list(r["priorities"]) == ["-1", "0", "3"]  # increasing class, not text order
+    assert json.loads(json.dumps(r)) == r
+    text = format_report(r)
+    assert "  outcome         pass: 2 (40.0%), failed: 1 (20.0%), killed: 1 (20.0%), unknown: 1 (20.0%)" in text
+    assert "  priority class  -1: 1 (20.0%), 0: 1 (20.0%), 3: 3 (60.0%)" in text
+    only = inspect_workload(Workload("w", tuple(jobs[1:2])))
+    assert (only["outcomes"], only["priorities"]) == ({"pass": 1}, {"0": 1})  # outcomes no job has are left out
+
+
 def test_empty_workload_report_has_no_figures() -> None:
     r = inspect_workload(Workload("empty", (), skipped={"cpu_only": 2}), capacity_gpus=4)
     assert (r["jobs"], r["records"], r["gpu_mix"], r["submit_first_s"], r["offered_load"]) == (0, 2, {}, None, 0.0)
-    assert "jobs loaded     0" in format_report(r)
+    assert (r["outcomes"], r["priorities"]) == ({}, {})
+    text = format_report(r)
+    assert "jobs loaded     0" in text
+    assert "  outcome         -" in text and "  priority class  -" in text
 
 
 def test_gpu_mix_buckets_group_by_powers_of_two() -> None:

@@ -11,11 +11,13 @@ from envs.core.errors import JobSpecError
 
 
 class JobState(Enum):
-    """Lifecycle states (SPEC §3). A job ends exactly once, COMPLETED or REJECTED."""
+    """Lifecycle states (SPEC §3). A job ends exactly once: COMPLETED, FAILED (interrupted by failures more often
+    than the retry limit) or REJECTED (it could never run on the cluster)."""
 
     PENDING = "pending"
     RUNNING = "running"
     COMPLETED = "completed"
+    FAILED = "failed"
     REJECTED = "rejected"
 
 
@@ -38,7 +40,26 @@ class RefusalReason(Enum):
     GPU_BUSY = "a GPU has too little free capacity"
     CPU_RAM = "a node has too little free CPU or RAM"
     NODE_DOWN = "a node is not healthy"
+    GPU_DOWN = "a GPU has failed"
     SCHEDULER_DOWN = "the scheduler is down"
+    NOT_RUNNING = "the job is not running"
+    NOT_PREEMPTIBLE = "the job may not be preempted"
+
+
+class TraceOutcome(Enum):
+    """How a job ended in the trace it was read from (:attr:`Job.outcome`); reported, never simulated.
+
+    - ``PASS``: the job finished on its own (SWF status 1, openb pod phase ``Succeeded``).
+    - ``FAILED``: the job ended with an error (SWF status 0, openb pod phase ``Failed``).
+    - ``KILLED``: the job was cancelled by its user or the system (SWF status 5).
+    - ``UNKNOWN``: the trace does not say (Philly, Tiresias, SWF status -1 or a partial-execution status, an openb
+      pod still ``Running`` at the end of the trace) and generated jobs.
+    """
+
+    PASS = "pass"
+    FAILED = "failed"
+    KILLED = "killed"
+    UNKNOWN = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +84,8 @@ class Job:
     team: str = "-"
     priority: int = 0  # priority class; higher is more important
     qos: str = ""  # QoS label from the trace (openb: LS, BE, Burstable, Guaranteed)
+    # recorded outcome in the trace; a replay runs the job for its recorded time whatever it was
+    outcome: TraceOutcome = TraceOutcome.UNKNOWN
     preemptible: bool = False
     comm_sensitivity: float = 0.0  # c in [0, 1]: how much a spread placement slows the job
     dataset_id: str = ""  # empty = no input data to stage

@@ -1,8 +1,9 @@
 """The workload inspector: what a trace holds, as a dict, as text, and as the ``python -m envs.workload`` command.
 
 A report (:func:`inspect_workload`) holds the jobs loaded, the records skipped by reason, the GPU-count mix (jobs
-asking for 1, 2, 3, ... whole GPUs, and fractional ones; also grouped by powers of two), the submit span, runtime
-figures, the GPU-hours demanded, and the offered load (:meth:`Workload.offered_load`) against a capacity in GPUs.
+asking for 1, 2, 3, ... whole GPUs, and fractional ones; also grouped by powers of two), the jobs by the outcome
+the trace recorded (:class:`~envs.core.job.TraceOutcome`) and by priority class, the submit span, runtime figures,
+the GPU-hours demanded, and the offered load (:meth:`Workload.offered_load`) against a capacity in GPUs.
 :func:`inspect_trace` loads a file and finds the capacity the trace implies (:func:`default_capacity`).
 
 Command line::
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.core.cli import ArgumentParser, at_least, run_cli
+from envs.core.job import TraceOutcome
 from envs.workload.loaders import TRACE_FORMATS, detect_format, load_trace, natural_cluster
 from envs.workload.table import Workload
 
@@ -38,6 +40,19 @@ def gpu_mix(workload: Workload) -> dict[str, int]:
     if counts[0]:
         mix["fractional"] = counts[0]
     return mix
+
+
+def outcome_counts(workload: Workload) -> dict[str, int]:
+    """Jobs by recorded outcome: ``{"pass": n, "failed": n, "killed": n, "unknown": n}`` (the lower-case names of
+    :class:`~envs.core.job.TraceOutcome`, in its order), outcomes no job has left out."""
+    counts = Counter(j.outcome for j in workload.jobs)
+    return {o.name.lower(): counts[o] for o in TraceOutcome if counts[o]}
+
+
+def priority_counts(workload: Workload) -> dict[str, int]:
+    """Jobs by priority class: ``{"0": n0, "1": n1, ...}``, classes in increasing order, empty ones left out."""
+    counts = Counter(j.priority for j in workload.jobs)
+    return {str(p): counts[p] for p in sorted(counts)}
 
 
 def gpu_mix_buckets(mix: dict[str, int]) -> dict[str, int]:
@@ -76,6 +91,8 @@ def inspect_workload(workload: Workload, capacity_gpus: int | None = None) -> di
         "skipped": dict(workload.skipped),
         "gpu_mix": mix,
         "gpu_mix_buckets": gpu_mix_buckets(mix),
+        "outcomes": outcome_counts(workload),
+        "priorities": priority_counts(workload),
         "submit_first_s": first_s,
         "submit_last_s": last_s,
         "submit_span_s": span_s,
@@ -120,8 +137,9 @@ def format_report(report: dict[str, Any]) -> str:
     lines += [f"    {reason:<13} {count:,}" for reason, count in report["skipped"].items()]
     exact = len(report["gpu_mix"]) <= _MAX_EXACT_MIX
     mix = report["gpu_mix"] if exact else report["gpu_mix_buckets"]
-    shown = ", ".join(f"{k}: {v:,} ({100 * v / jobs:.1f}%)" for k, v in mix.items())
-    lines.append(f"  GPUs per job    {shown or '-'}")
+    lines.append(f"  GPUs per job    {_shares(mix, jobs)}")
+    lines.append(f"  outcome         {_shares(report['outcomes'], jobs)}")
+    lines.append(f"  priority class  {_shares(report['priorities'], jobs)}")
     if jobs:
         lines.append(
             f"  submit span     {report['submit_span_s']:,.0f} s = {report['submit_span_days']:.2f} days "
@@ -141,11 +159,17 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _shares(counts: dict[str, int], jobs: int) -> str:
+    """``"k: n (p%), ..."`` for counts of jobs out of ``jobs``; ``"-"`` when there are none."""
+    return ", ".join(f"{k}: {v:,} ({100 * v / jobs:.1f}%)" for k, v in counts.items()) or "-"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``python -m envs.workload`` command; returns the exit status (2 for any user error, in one line)."""
     parser = ArgumentParser(
         prog="python -m envs.workload",
-        description="Inspect a workload trace: jobs, skipped records, GPU-count mix, submit span, offered load.",
+        description="Inspect a workload trace: jobs, skipped records, GPU-count mix, recorded outcomes, priority "
+        "classes, submit span, offered load.",
     )
     parser.add_argument("path", help="trace file (.gz is read transparently)")
     parser.add_argument("--format", choices=list(TRACE_FORMATS), help="trace format (default: detected)")

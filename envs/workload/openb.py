@@ -16,9 +16,34 @@ one pod is one job. Mapping (times in s from the trace start):
 - ``gpu_types`` = gpu_spec split on ``|`` (duplicates collapse; empty = any type).
 - ``cpu_milli_per_gpu`` = ceil(cpu_milli / num_gpu), ``ram_mib_per_gpu`` = ceil(memory_mib / num_gpu): rounded
   up so that num_gpu × the per-GPU share never reserves less than the pod asked for.
-- ``qos`` = qos; ``comm_sensitivity`` = the loader's argument for multi-GPU pods, 0 otherwise.
-- pod_phase is not used: Running, Succeeded and Failed pods all held their GPUs for the recorded time.
+- ``qos`` = qos; ``priority`` and ``preemptible`` from qos by :data:`OPENB_QOS_PRIORITY` (below).
+- ``outcome`` = pod_phase by :data:`OPENB_PHASE_OUTCOME` (below). It is reported only: Running, Succeeded and Failed
+  pods all held their GPUs for the recorded time, and a replay runs each for that time.
+- ``comm_sensitivity`` = the loader's argument for multi-GPU pods, 0 otherwise.
 - ``machine_gpus`` = 0 (the cluster is the node list; see :func:`load_openb_cluster`).
+
+QoS → (priority class, preemptible), higher is more important; :data:`OPENB_QOS_PRIORITY`. It follows Alibaba's
+co-location QoS (Koordinator's LS over BE) and the Kubernetes QoS classes (Guaranteed > Burstable > BestEffort):
+
+- ``LS`` → 3, not preemptible: latency-sensitive, an online service; the class a co-location scheduler protects
+  first.
+- ``Guaranteed`` → 2, not preemptible: Kubernetes Guaranteed (requests == limits), without a co-location label.
+- ``Burstable`` → 1, not preemptible: Kubernetes Burstable (requests below limits).
+- ``BE`` → 0, preemptible: best effort, batch work run on what is left over and evicted first.
+- Another value (the empty string included) is malformed.
+
+The published pod list holds 4,647 LS, 3,398 BE, 100 Burstable and 7 Guaranteed pods (3,590 / 2,510 / 97 / 6 of
+them loaded as jobs).
+
+pod_phase → outcome (a Kubernetes pod phase; the published list holds 5,193 Running, 1,870 Failed, 897 Pending and
+192 Succeeded pods; 4,149 / 1,869 / 0 / 185 of them loaded as jobs):
+
+- ``Succeeded`` → :attr:`~envs.core.job.TraceOutcome.PASS`; ``Failed`` → ``FAILED``.
+- ``Running`` → ``UNKNOWN``: the pod was still running when its phase was recorded, so how it ended is not known.
+- ``Pending`` → ``UNKNOWN``: never scheduled (in the published list every Pending pod has an empty scheduled_time
+  and is skipped as ``never_scheduled`` or ``cpu_only``).
+- ``Unknown`` (the Kubernetes phase of a pod whose node stopped reporting) → ``UNKNOWN``.
+- Another value (the empty string included) is malformed.
 
 Pod skip reasons (checked in this order, each record counted once):
 
@@ -28,7 +53,8 @@ Pod skip reasons (checked in this order, each record counted once):
 
 Malformed pod rows raise :class:`~envs.core.errors.TraceFormatError`: a header without these columns, another field
 count, a count or time that is not a (whole, for counts) finite number >= 0, gpu_milli outside 1..1000 for a
-one-GPU pod, scheduled_time before creation_time or deletion_time before scheduled_time, a repeated job id.
+one-GPU pod, scheduled_time before creation_time or deletion_time before scheduled_time, a qos or pod_phase not in
+the lists above (matched exactly, case included), a repeated job id.
 
 **Nodes** (:func:`load_openb_cluster`), columns ``sn,cpu_milli,memory_mib,gpu,model``; one row per node.
 CPU-only nodes (gpu == 0) are left out: a GPU scheduler cannot place anything on them. Every node is one NVLink
@@ -43,10 +69,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from envs.core.cluster import MILLI_PER_GPU, ClusterSpec, NodeSpec, even_islands
 from envs.core.errors import ConfigError, TraceFormatError
 from envs.core.gpu_types import DEFAULT_GPU_TYPES, GPUType
+from envs.core.job import TraceOutcome
 from envs.workload.reader import (
     JobCollector,
     check_comm_sensitivity,
@@ -77,7 +105,25 @@ NODES_PER_RACK = 32
 MAX_GPUS_PER_NODE = 256
 """Sanity bound on a node's GPU count (the published list has at most 8); a larger value is malformed."""
 
+OPENB_QOS_PRIORITY: Mapping[str, tuple[int, bool]] = {
+    "LS": (3, False),
+    "Guaranteed": (2, False),
+    "Burstable": (1, False),
+    "BE": (0, True),
+}
+"""(priority class, preemptible) of each openb qos value; see the module docstring."""
+
+OPENB_PHASE_OUTCOME: Mapping[str, TraceOutcome] = {
+    "Succeeded": TraceOutcome.PASS,
+    "Failed": TraceOutcome.FAILED,
+    "Running": TraceOutcome.UNKNOWN,
+    "Pending": TraceOutcome.UNKNOWN,
+    "Unknown": TraceOutcome.UNKNOWN,
+}
+"""Recorded outcome of each openb (Kubernetes) pod phase; see the module docstring."""
+
 _TRAILING_NUMBER = re.compile(r"[0-9]{1,18}$")  # at most 18 digits: an int64 id
+_T = TypeVar("_T")
 
 
 def load_openb(path: str | Path, comm_sensitivity: float = 0.5) -> Workload:
@@ -87,7 +133,7 @@ def load_openb(path: str | Path, comm_sensitivity: float = 0.5) -> Workload:
     collector = JobCollector(path)
     rows = csv_rows(path, read_lines(path), OPENB_POD_COLUMNS)
     for row_index, (lineno, row) in enumerate(rows):
-        name, cpu_text, mem_text, n_text, milli_text, spec, qos, _phase, created, deleted, scheduled = row
+        name, cpu_text, mem_text, n_text, milli_text, spec, qos, phase, created, deleted, scheduled = row
         match = _TRAILING_NUMBER.search(name)
         job_id = int(match.group()) if match else row_index
         cpu_milli = whole(cpu_text, where, lineno, "cpu_milli", minimum=0)
@@ -101,6 +147,8 @@ def load_openb(path: str | Path, comm_sensitivity: float = 0.5) -> Workload:
             _check_order(created_s, scheduled_s, deleted_s, where, lineno)
         if n_gpus == 1 and not 1 <= gpu_milli <= MILLI_PER_GPU:
             raise TraceFormatError(where, lineno, f"gpu_milli {show(milli_text)} must be in 1..{MILLI_PER_GPU}")
+        priority, preemptible = _lookup(OPENB_QOS_PRIORITY, qos, "qos", where, lineno)
+        outcome = _lookup(OPENB_PHASE_OUTCOME, phase, "pod_phase", where, lineno)
         if n_gpus == 0:
             collector.skip(lineno, job_id, "cpu_only")
         elif scheduled_s is None:
@@ -119,10 +167,22 @@ def load_openb(path: str | Path, comm_sensitivity: float = 0.5) -> Workload:
                 gpu_types=frozenset(t.strip() for t in spec.split("|") if t.strip()),
                 cpu_milli_per_gpu=-(-cpu_milli // n_gpus),
                 ram_mib_per_gpu=-(-ram_mib // n_gpus),
+                priority=priority,
                 qos=qos,
+                outcome=outcome,
+                preemptible=preemptible,
                 comm_sensitivity=comm if n_gpus > 1 else 0.0,
             )
     return collector.workload()
+
+
+def _lookup(table: Mapping[str, _T], text: str, what: str, where: str, lineno: int) -> _T:
+    """``table[text]``; a value not in the table is malformed (the error lists the known ones)."""
+    try:
+        return table[text]
+    except KeyError:
+        known = ", ".join(table)
+        raise TraceFormatError(where, lineno, f"{what} {show(text)} is not one of {known}") from None
 
 
 def _check_order(created_s: float, scheduled_s: float, deleted_s: float, where: str, lineno: int) -> None:

@@ -7,7 +7,10 @@ Header ``#job id,arrival time (sec),topology,shape,size,duration (sec)``; one jo
   perfect; add noise with :meth:`Workload.with_estimate_noise`.
 - ``comm_sensitivity`` = the loader's argument for multi-GPU jobs, 0 for single-GPU jobs.
 - ``shape`` (GPUs per machine, e.g. ``8+8``) is checked, not used: the simulator's placement rules choose the
-  machines. ``topology`` (always ``CLOS``) is ignored. No user, team or status: Job defaults.
+  machines. ``topology`` (always ``CLOS``) is ignored. No user, team or VC columns: Job defaults (priority 0).
+- ``outcome`` = :attr:`~envs.core.job.TraceOutcome.UNKNOWN` for every job: the trace has no status column, so
+  whether a job passed, failed or was killed is not recorded (the original Philly logs had a status; this
+  job-level rework dropped it).
 - ``machine_gpus`` = 0 (the trace does not publish its cluster; use the ``philly-like`` preset).
 
 Malformed input raises :class:`~envs.core.errors.TraceFormatError` naming the file and line: a header without these

@@ -12,15 +12,26 @@ Reading rules (this project's own; times in seconds):
 - ``user`` = ``f"u{field 12}"``, ``team`` = ``f"g{field 13}"`` (unknown, -1, gives ``"u-1"`` / ``"g-1"``).
 - ``machine_gpus`` = the ``MaxProcs`` header, else ``MaxNodes``, else 0 (a value <= 0 counts as absent; when a
   header appears twice the last one wins).
-- Every other field keeps the Job default: SWF jobs are rigid (communication sensitivity 0, any GPU type). The
-  status field is not used: a failed or cancelled job that ran still used its processors.
+- ``outcome`` = field 11 (status) by :data:`SWF_STATUS_OUTCOME`, the Parallel Workloads Archive's codes: 1
+  (completed) → ``PASS``, 0 (failed) → ``FAILED``, 5 (cancelled) → ``KILLED``, 3 (last partial execution, the job
+  completed) → ``PASS``, 4 (last partial execution, the job failed) → ``FAILED``; 2 (a partial execution to be
+  continued), -1 (unknown) and any other value → ``UNKNOWN``. It is reported only: a failed or cancelled job
+  that ran still used its processors, and a replay runs it for its recorded run time. In the published logs:
+  Lublin-1 10,000 × 1; NASA iPSC 18,239 × -1; LLNL Atlas 21,915 × 1, 10,431 × 0, 11,432 × 5 (records, skipped
+  ones included).
+- ``priority`` = ``queue_priority[field 15]`` (queue number) when the loader is given ``queue_priority``, a
+  mapping from queue numbers to priority classes (higher is more important; a queue the mapping lacks, -1
+  included, gets 0); without it, 0 for every job: SWF queue numbers are labels of a site's queues and carry no
+  order, so only the user of a log can say which queue is the more important.
+- Every other field keeps the Job default: SWF jobs are rigid (communication sensitivity 0, any GPU type).
 - Fields may be written as floats (``"12.5"``): times keep their fractions; job id, processor counts and
   user/group ids must be whole numbers (``"16.0"`` is fine).
 
 Malformed input raises :class:`~envs.core.errors.TraceFormatError` naming the file and line: a data line without
 exactly 18 fields; a field that is not a finite number (``nan`` and ``inf`` included); a fractional job id,
-processor count or user/group id; a repeated job id; a ``MaxProcs`` / ``MaxNodes`` header whose value is not a
-whole number.
+processor count or user/group id (or queue number, when ``queue_priority`` is given); a repeated job id; a
+``MaxProcs`` / ``MaxNodes`` header whose value is not a whole number. A ``queue_priority`` whose keys or values
+are not integers raises :class:`~envs.core.errors.ConfigError`.
 
 Skip reasons (records that are well-formed but unusable; checked in this order, each record counted once):
 
@@ -33,10 +44,12 @@ Skip reasons (records that are well-formed but unusable; checked in this order, 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from envs.core.cluster import MAX_GPUS
-from envs.core.errors import TraceFormatError
+from envs.core.errors import ConfigError, TraceFormatError
+from envs.core.job import TraceOutcome
 from envs.workload.reader import JobCollector, number, read_lines, whole
 from envs.workload.table import Workload
 
@@ -47,11 +60,26 @@ SWF_FIELDS = (
 )  # fmt: skip
 """The 18 SWF fields, in file order (field k of the format is ``SWF_FIELDS[k - 1]``)."""
 
+SWF_STATUS_OUTCOME: Mapping[int, TraceOutcome] = {
+    1: TraceOutcome.PASS,
+    0: TraceOutcome.FAILED,
+    5: TraceOutcome.KILLED,
+    3: TraceOutcome.PASS,
+    4: TraceOutcome.FAILED,
+}
+"""Recorded outcome of each SWF status code (field 11); any other code, -1 and 2 included, is ``UNKNOWN``."""
+
 _MACHINE_HEADERS = ("MaxProcs", "MaxNodes")  # in order of preference
+_STATUS, _QUEUE = 10, 14  # 0-based indices of fields 11 (status) and 15 (queue number)
 
 
-def load_swf(path: str | Path) -> Workload:
-    """Read an SWF trace (plain or gzip); see the module docstring for the field mapping and skip reasons."""
+def load_swf(path: str | Path, queue_priority: Mapping[int, int] | None = None) -> Workload:
+    """Read an SWF trace (plain or gzip); see the module docstring for the field mapping and skip reasons.
+
+    ``queue_priority`` maps queue numbers (field 15) to priority classes; None (the default) gives every job
+    priority 0.
+    """
+    queues = _check_queue_priority(queue_priority)
     where = str(path)
     collector = JobCollector(path)
     headers: dict[str, int] = {}
@@ -62,9 +90,21 @@ def load_swf(path: str | Path) -> Workload:
         if text.startswith(";"):
             _read_header(text, where, lineno, headers)
         else:
-            _read_record(text.split(), where, lineno, collector)
+            _read_record(text.split(), where, lineno, collector, queues)
     machine_gpus = next((headers[k] for k in _MACHINE_HEADERS if headers.get(k, 0) > 0), 0)
     return collector.workload(machine_gpus=machine_gpus)
+
+
+def _check_queue_priority(queue_priority: Mapping[int, int] | None) -> dict[int, int] | None:
+    if queue_priority is None:
+        return None
+    if not isinstance(queue_priority, Mapping):
+        raise ConfigError(f"queue_priority: must be a mapping of queue number to priority, got {queue_priority!r}")
+    for queue, priority in queue_priority.items():
+        for what, value in (("queue number", queue), ("priority", priority)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"queue_priority: {what} {value!r} must be an integer")
+    return dict(queue_priority)
 
 
 def _what(index: int) -> str:
@@ -96,7 +136,9 @@ def _values(parts: list[str], where: str, lineno: int) -> list[float]:
     return values
 
 
-def _read_record(parts: list[str], where: str, lineno: int, collector: JobCollector) -> None:
+def _read_record(
+    parts: list[str], where: str, lineno: int, collector: JobCollector, queues: dict[int, int] | None
+) -> None:
     values = _values(parts, where, lineno)
 
     def integer(index: int) -> int:
@@ -125,6 +167,13 @@ def _read_record(parts: list[str], where: str, lineno: int, collector: JobCollec
             n_gpus=integer(procs_index),
             user=f"u{integer(11)}",
             team=f"g{integer(12)}",
+            priority=0 if queues is None else queues.get(integer(_QUEUE), 0),
+            outcome=_outcome(values[_STATUS]),
         )
         return
     collector.skip(lineno, job_id, reason)
+
+
+def _outcome(status: float) -> TraceOutcome:
+    """The outcome of SWF status ``status`` (field 11); a fractional status is no known code: ``UNKNOWN``."""
+    return SWF_STATUS_OUTCOME.get(int(status), TraceOutcome.UNKNOWN) if status.is_integer() else TraceOutcome.UNKNOWN

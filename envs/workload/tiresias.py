@@ -7,6 +7,8 @@ Header ``job_id,num_gpu,submit_time,iterations,model_name,duration,interval``. M
 - ``comm_sensitivity`` = the loader's argument for multi-GPU jobs, 0 otherwise.
 - ``iterations``, ``model_name`` and ``interval`` (the gap to the next submission) are not used; the job table has
   no model field. ``machine_gpus`` = 0.
+- ``outcome`` = :attr:`~envs.core.job.TraceOutcome.UNKNOWN` for every job: the file has no status or outcome
+  column; ``priority`` = 0 (no priority or queue column either).
 
 Malformed input raises :class:`~envs.core.errors.TraceFormatError`: a header without these columns, another field
 count, a job id or num_gpu that is not a whole number, a negative or non-finite time, a repeated job id.
