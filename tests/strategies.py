@@ -4,6 +4,7 @@ the random driver whose runs the invariant checks (:mod:`envs.sim.checks`) judge
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterator
 
@@ -11,6 +12,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from envs.core import MILLI_PER_GPU, ActionRefused, ClusterSpec, Job, JobLog, RuntimeConfig, cluster_from_dict
+from envs.core.dynamics import DynamicsConfig
 from envs.placement import PLACEMENT_RULES
 from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
 from envs.sim import Simulator
@@ -214,8 +216,33 @@ def large_workload(rng: random.Random) -> list[Job]:
             comm_sensitivity=rng.choice([0.0, 0.3, 1.0]),
             dataset_id=dataset,
             dataset_gib=rng.choice([10.0, 40.0, 200.0]) if dataset else 0.0,
+            priority=rng.choice([0, 0, 1, 2]),
+            preemptible=rng.random() < 0.5,
+            checkpoint_interval_s=rng.choice([0.0, 0.0, 7.0, 50.0, 300.0]),
         ))
     return out
+
+
+def any_dynamics(rng: random.Random, cluster: ClusterSpec) -> DynamicsConfig:
+    """Random node and GPU failures (MTBF from an hour to a day per node, exponential or fixed repairs), explicit
+    failures and outages, random outages, any restart overhead and retry limit; one time in four, none at all."""
+    if rng.random() < 0.25:
+        return DynamicsConfig(seed=rng.randrange(2**16))
+    schedule = [{"node": rng.randrange(cluster.n_nodes), "fail_s": float(rng.randint(0, 3600)),
+                 "repair_s": float(rng.randint(1, 900)), **({"gpu": 0} if rng.random() < 0.5 else {})}
+                for _ in range(rng.randint(0, 3))]
+    config = DynamicsConfig.from_dict({
+        "failures": {"node_mtbf_s": rng.choice([float("inf"), 3600.0, 20_000.0, 86_400.0]),
+                     "gpu_mtbf_s": rng.choice([float("inf"), float("inf"), 20_000.0, 200_000.0]),
+                     "repair": rng.choice(["exponential", "fixed"]), "mttr_s": rng.choice([10.0, 300.0, 1800.0]),
+                     "schedule": schedule},
+        "outages": {"windows": [[float(rng.randint(0, 3600)), float(rng.randint(1, 1800))]
+                                for _ in range(rng.randint(0, 2))],
+                    "mtbf_s": rng.choice([float("inf"), 1800.0, 7200.0]), "mttr_s": rng.choice([30.0, 600.0])},
+        "restart_overhead_s": rng.choice([0.0, 5.0, 60.0]),
+        "max_failures": rng.choice([0, 1, 6]),
+    }, name="random")
+    return dataclasses.replace(config, seed=rng.randrange(2**16))
 
 
 def any_runtime(rng: random.Random) -> RuntimeConfig:
@@ -226,16 +253,25 @@ def any_runtime(rng: random.Random) -> RuntimeConfig:
 
 # ---- the random driver ---------------------------------------------------------------------------------------------
 def drive(cluster: ClusterSpec, jobs: list[Job], seed: int, runtime: RuntimeConfig | None = None,
-          check: bool = True) -> tuple[JobLog, list[str]]:
-    """Run a random policy (a random pending job on random valid GPUs, sometimes arbitrary ones, random waits) to
-    the end: (the log, every invariant violation seen; ``check`` also checks the state after every action)."""
+          check: bool = True, dynamics: DynamicsConfig | None = None) -> tuple[JobLog, list[str]]:
+    """Run a random policy (a random pending job on random valid GPUs, sometimes arbitrary ones, random
+    preemptions, random waits, some until a time) to the end, with ``dynamics``: (the log, every invariant
+    violation seen; ``check`` also checks the state after every action)."""
     rng = random.Random(seed)
-    sim = Simulator(cluster, jobs, runtime or RuntimeConfig())
+    sim = Simulator(cluster, jobs, runtime or RuntimeConfig(), dynamics)
     found: list[str] = []
     while not sim.done:
         pending = list(sim.view.pending.values())
         stalled = not sim.events_left
-        if pending and (stalled or rng.random() < 0.7):
+        running = list(sim.view.running)
+        if running and rng.random() < 0.05:  # a random preemption: refused unless the job is preemptible
+            victim = rng.choice(running)
+            try:
+                sim.preempt(victim)
+            except ActionRefused:
+                if victim in sim.view.pending:
+                    found.append(f"a refused preemption of job {victim} requeued it")
+        elif pending and (stalled or rng.random() < 0.7):
             job = rng.choice(pending)
             gpus = random_valid_gpus(sim, job, rng)
             if rng.random() < 0.2:  # an arbitrary action: accepted only if valid, else refused with no effect
@@ -251,7 +287,7 @@ def drive(cluster: ClusterSpec, jobs: list[Job], seed: int, runtime: RuntimeConf
                 found.append(f"job {job.job_id} cannot start on an empty cluster but was not rejected")
                 break
         else:
-            sim.wait()
+            sim.wait(sim.time_s + rng.choice([1.0, 60.0]) if rng.random() < 0.1 else None)
         if check:
             found += state_violations(sim)
     if sim.done:

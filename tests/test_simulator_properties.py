@@ -6,7 +6,7 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import any_runtime, clusters, drive, large_cluster, large_workload, workloads
+from strategies import any_dynamics, any_runtime, clusters, drive, large_cluster, large_workload, workloads
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,6 +30,19 @@ def test_random_actions_keep_every_invariant_at_scale(seed):
     log, found = drive(cluster, jobs, seed, runtime, check=False)
     assert found == []
     assert drive(cluster, jobs, seed, runtime, check=False)[0] == log  # the same seed, the same run
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_failures_outages_and_preemptions_keep_every_invariant(seed):
+    # the same large scenarios with random failures, repairs, outages and preemptions: nothing over-allocated, a
+    # failed GPU holds nothing, every job ends exactly once, GPU-seconds and (rigid model) work conserved
+    rng = random.Random(seed)
+    cluster, jobs, runtime = large_cluster(rng), large_workload(rng), any_runtime(rng)
+    dynamics = any_dynamics(rng, cluster)
+    log, found = drive(cluster, jobs, seed, runtime, check=True, dynamics=dynamics)
+    assert found == []
+    assert drive(cluster, jobs, seed, runtime, check=False, dynamics=dynamics)[0] == log  # the same seed, same log
 
 
 def test_every_invariant_is_checked_after_every_action_on_one_large_scenario():

@@ -22,17 +22,33 @@ class TopologyLevel(IntEnum):
     CROSS_RACK = 3  # several racks
 
 
+class Interruptions(NamedTuple):
+    """What interruptions (failures of its GPUs or nodes, preemptions) cost one job over all its runs.
+
+    GPU-seconds count the job's GPU share: held = useful + lost + overhead, where lost is computing rolled back to
+    the last checkpoint (for a FAILED job, everything but the overhead) and overhead the restart overhead paid.
+    """
+
+    failures: int  # runs ended by a failure [count]
+    preemptions: int  # runs ended by a preemption [count]
+    held_s: float  # wall-clock time holding GPUs, over all runs [s]
+    overhead_gpu_s: float  # restart overhead paid [GPU-seconds]
+    lost_failure_gpu_s: float  # progress lost to failures [GPU-seconds]
+    lost_preemption_gpu_s: float  # progress lost to preemptions [GPU-seconds]
+
+
 class JobRecord(NamedTuple):
     """How one job ended. Times in seconds; NaN where a rejected job has none.
 
-    A named tuple rather than a dataclass: the simulator builds one per job on its hot path.
+    A named tuple rather than a dataclass: the simulator builds one per job on its hot path. The placement fields
+    (``gpus`` .. ``staging_s``) describe the job's last run; ``interruptions`` is None for a job that ran once.
     """
 
     job: Job
-    state: JobState  # COMPLETED or REJECTED
+    state: JobState  # COMPLETED, FAILED or REJECTED
     reject_reason: RejectReason | None = None
-    start_time_s: float = math.nan  # first (and, without preemption, only) start
-    finish_time_s: float = math.nan
+    start_time_s: float = math.nan  # first start
+    finish_time_s: float = math.nan  # completion, or the failure that made the job FAILED
     gpus: GpuSet = EMPTY  # global GPU indices of the allocation
     n_nodes: int = 0
     topology: TopologyLevel | None = None
@@ -40,16 +56,27 @@ class JobRecord(NamedTuple):
     topology_factor: float = math.nan  # >= 1: slowdown from spreading over islands, nodes or racks
     staging_s: float = 0.0  # time spent staging the dataset before computing [s]
     timed_out: bool = False  # killed at its requested wall time
+    interruptions: Interruptions | None = None  # None: the job ran once, uninterrupted
 
     @property
     def wait_s(self) -> float:
-        """start - submit [s]."""
+        """first start - submit [s]."""
         return self.start_time_s - self.job.submit_time_s
 
     @property
     def run_s(self) -> float:
-        """finish - start: wall-clock time the job held its GPUs [s]."""
-        return self.finish_time_s - self.start_time_s
+        """Wall-clock time the job held GPUs, over all its runs [s] (finish - start for a job that ran once)."""
+        if self.interruptions is None:
+            return self.finish_time_s - self.start_time_s
+        return self.interruptions.held_s
+
+    @property
+    def restarts(self) -> int:
+        """Starts after the first one [count]."""
+        i = self.interruptions
+        if i is None:
+            return 0
+        return i.failures + i.preemptions - (self.state is JobState.FAILED)
 
     @property
     def ideal_run_s(self) -> float:
@@ -72,10 +99,17 @@ class JobLog:
     busy_gpu_s: float  # ∫ allocated GPU share dt
     idle_gpu_s_while_pending: float  # ∫ idle GPU share dt over the times at least one job was pending
     fragmented_gpu_s: float  # ∫ idle GPU share that cannot host the smallest pending job dt
+    down_gpu_s: float = 0.0  # ∫ failed GPUs dt
+    scheduler_downtime_s: float = 0.0  # time the scheduler was down, within the run [s]
+    outage_waiting_jobs: int = 0  # jobs that were pending at some moment while the scheduler was down [count]
 
     def completed(self) -> list[JobRecord]:
         """Records of the jobs that ran to completion."""
         return [r for r in self.records if r.state is JobState.COMPLETED]
+
+    def ran(self) -> list[JobRecord]:
+        """Records of the jobs that held GPUs: completed and FAILED ones."""
+        return [r for r in self.records if r.state is not JobState.REJECTED]
 
     def rejected(self) -> list[JobRecord]:
         """Records of the jobs rejected at submission."""

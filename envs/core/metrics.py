@@ -1,17 +1,25 @@
 """Run metrics (SPEC §7): one flat dict of numbers per simulation run, computed from its job log.
 
-Definitions, over the jobs that completed (rejected jobs never ran; they are counted by reason):
+Definitions, over the jobs that completed (rejected jobs never ran; they are counted by reason; FAILED jobs, which
+ran but were interrupted by failures more often than the retry limit, are counted and their GPU time is used):
 
-- wait = start − submit (first start); JCT = finish − submit; run = finish − start [s];
-- bounded slowdown = max(1, (wait + run) / max(run, 10 s)) [dimensionless];
-- makespan = last finish − first submit [s];
-- utilization = Σ gpu_share × run / (total GPUs × makespan): GPU time held, including time lost to slow GPU types,
-  spread placements and data staging;
+- wait = first start − submit; JCT = finish − submit; run = the time the job held GPUs over all its runs
+  (finish − start for a job that ran once) [s];
+- bounded slowdown = max(1, (queued + run) / max(run, 10 s)), queued = JCT − run (the wait, plus for an
+  interrupted job the time it waited again after each interruption) [dimensionless];
+- makespan = last finish − first submit, over completed and FAILED jobs [s];
+- utilization = Σ gpu_share × run / (total GPUs × makespan), over completed and FAILED jobs: GPU time held,
+  including time lost to slow GPU types, spread placements, data staging, rolled-back work and restart overhead;
+- goodput = (GPU time held − lost − restart overhead) / (total GPUs × makespan): held time whose work was kept;
+- lost GPU-hours: computing rolled back to the last checkpoint by a failure or a preemption (the whole held time,
+  overhead excepted, of a FAILED job); restart overhead GPU-hours: the overhead paid by restarts;
 - effective utilization = Σ gpu_share × ideal run / (total GPUs × makespan), where the ideal run is the job's base
   runtime at its allocation's speed (``JobRecord.ideal_run_s``): only useful progress counts;
 - fragmentation = ∫ idle GPU share that cannot host the smallest pending job dt / ∫ idle GPU share dt, both over
   the times some job was pending (the simulator's time averages); 0 when nothing ever waited on idle GPUs;
-- Jain's fairness = (Σx)² / (n Σx²) over the users' mean bounded slowdowns x (1 = all users equally served).
+- Jain's fairness = (Σx)² / (n Σx²) over the users' mean bounded slowdowns x (1 = all users equally served);
+- per priority class: mean and p95 wait of the completed jobs of the highest and of the lowest priority class among
+  them (the same jobs when there is one class).
 
 Percentiles (median, p95, p99) use numpy's default method (linear interpolation between order statistics).
 Empty input never raises: with no completed job every statistic, the makespan, both utilizations and the fairness
@@ -25,6 +33,9 @@ import numpy as np
 
 from envs.core.job import JobState, RejectReason
 from envs.core.joblog import JobLog
+
+HOUR_S = 3600.0
+"""Seconds per hour (GPU-hours = GPU-seconds / HOUR_S)."""
 
 BSLD_FLOOR_S = 10.0
 """Runtimes shorter than this count as this long in the bounded slowdown [s]."""
@@ -59,11 +70,24 @@ def _build_docs() -> dict[str, str]:
             "jain_fairness": "Jain's index (Σx)² / (n Σx²) over users' mean bounded slowdowns [1/n .. 1]",
             "timed_out": "completed jobs killed at their requested wall time [count]",
             "quota_violations": "times a quota was exceeded; must be 0 (quotas not yet modelled) [count]",
-            "preemptions": "jobs preempted (not yet modelled, always 0) [count]",
-            "restarts": "job restarts after preemption or node failure (not yet modelled, always 0) [count]",
-            "lost_gpu_hours": "GPU time lost to rolled-back progress (not yet modelled, always 0) [GPU-hours]",
+            "preemptions": "runs ended by a preemption [count]",
+            "restarts": "starts after a job's first one, after a preemption or a failure [count]",
+            "lost_gpu_hours": "GPU time of rolled-back work, to failures and preemptions [GPU-hours]",
+            "n_failed": "jobs that ended FAILED: interrupted by failures more often than the retry limit [count]",
+            "failure_interruptions": "runs ended by a failure of a GPU or node they held [count]",
+            "lost_failure_gpu_hours": "GPU time lost to failures (rolled back, or all of a FAILED job's) [GPU-hours]",
+            "lost_preemption_gpu_hours": "GPU time of work rolled back by preemptions [GPU-hours]",
+            "restart_overhead_gpu_hours": "GPU time spent on restart overhead [GPU-hours]",
+            "goodput": "(GPU time held − lost − restart overhead) / (total GPUs × makespan) [fraction]",
+            "failed_gpu_hours": "∫ failed GPUs dt: capacity out of the pool [GPU-hours]",
+            "scheduler_downtime_s": "time the scheduler was down during the run [s]",
+            "outage_waiting_jobs": "jobs pending at some moment while the scheduler was down [count]",
         }
     )
+    for end in ("top", "bottom"):
+        for key, word in (("mean", "mean"), ("p95", "95th percentile")):
+            which = "highest" if end == "top" else "lowest"
+            docs[f"{key}_wait_s_{end}_class"] = f"{word} wait of the completed jobs of the {which} priority class [s]"
     return docs
 
 
@@ -107,6 +131,7 @@ def summarize(log: JobLog) -> dict[str, float]:
     """The metrics of one run as a flat dict, keys in :data:`METRIC_DOCS` order (see the module docstring)."""
     records = log.records
     done = [r for r in records if r.state is JobState.COMPLETED]
+    failed = [r for r in records if r.state is JobState.FAILED]
     n = len(done)
     submit = np.fromiter((r.job.submit_time_s for r in done), dtype=np.float64, count=n)
     start = np.fromiter((r.start_time_s for r in done), dtype=np.float64, count=n)
@@ -114,26 +139,61 @@ def summarize(log: JobLog) -> dict[str, float]:
     share = np.fromiter((r.job.gpu_share for r in done), dtype=np.float64, count=n)
     base_s = np.fromiter((r.job.runtime_s for r in done), dtype=np.float64, count=n)
     speed = np.fromiter((r.speed for r in done), dtype=np.float64, count=n)
-    wait, run = start - submit, finish - start
-    bsld = bounded_slowdown(wait, run)
+    wait, jct = start - submit, finish - submit
+    interrupted = [i for i, r in enumerate(done) if r.interruptions is not None]
+    if interrupted:
+        run = np.fromiter((r.run_s for r in done), dtype=np.float64, count=n)
+        queued = wait.copy()
+        queued[interrupted] = jct[interrupted] - run[interrupted]
+    else:
+        run, queued = finish - start, wait
+    bsld = bounded_slowdown(queued, run)
     ideal = np.minimum(base_s / speed, run)  # the vector form of JobRecord.ideal_run_s
 
-    out: dict[str, float] = {"n_jobs": len(records), "n_completed": n, "n_rejected": len(records) - n}
+    out: dict[str, float] = {"n_jobs": len(records), "n_completed": n,
+                             "n_rejected": len(records) - n - len(failed)}
     reasons = [r.reject_reason for r in records if r.state is JobState.REJECTED]
     for reason in RejectReason:
         out[f"rejected_{reason.name.lower()}"] = reasons.count(reason)
-    out |= _describe("wait_s", wait) | _describe("jct_s", finish - submit) | _describe("bsld", bsld)
+    out |= _describe("wait_s", wait) | _describe("jct_s", jct) | _describe("bsld", bsld)
 
-    makespan = float(finish.max() - submit.min()) if n else 0.0
+    held = float(share @ run) + sum(r.job.gpu_share * r.run_s for r in failed)
+    ends, submits = [r.finish_time_s for r in failed], [r.job.submit_time_s for r in failed]
+    if n:
+        ends.append(float(finish.max()))
+        submits.append(float(submit.min()))
+    makespan = max(ends) - min(submits) if ends else 0.0
     capacity_gpu_s = log.total_gpus * makespan
     out["makespan_s"] = makespan
-    out["utilization"] = float(share @ run) / capacity_gpu_s if capacity_gpu_s > 0 else 0.0
+    out["utilization"] = held / capacity_gpu_s if capacity_gpu_s > 0 else 0.0
     out["effective_utilization"] = float(share @ ideal) / capacity_gpu_s if capacity_gpu_s > 0 else 0.0
     idle = log.idle_gpu_s_while_pending
     out["fragmentation"] = log.fragmented_gpu_s / idle if idle > 0 else 0.0
 
     out["jain_fairness"] = jain_index(_group_means([r.job.user for r in done], bsld))
     out["timed_out"] = sum(r.timed_out for r in done)
-    # Seams: the simulator does not model quotas, preemption or failures yet.
-    out |= {"quota_violations": 0, "preemptions": 0, "restarts": 0, "lost_gpu_hours": 0.0}
+    hit = [r.interruptions for r in records if r.interruptions is not None]
+    lost_failure = sum(i.lost_failure_gpu_s for i in hit)
+    lost_preemption = sum(i.lost_preemption_gpu_s for i in hit)
+    overhead = sum(i.overhead_gpu_s for i in hit)
+    out |= {
+        "quota_violations": 0,  # a seam: quotas are not modelled yet
+        "preemptions": sum(i.preemptions for i in hit),
+        "restarts": sum(r.restarts for r in records),
+        "lost_gpu_hours": (lost_failure + lost_preemption) / HOUR_S,
+        "n_failed": len(failed),
+        "failure_interruptions": sum(i.failures for i in hit),
+        "lost_failure_gpu_hours": lost_failure / HOUR_S,
+        "lost_preemption_gpu_hours": lost_preemption / HOUR_S,
+        "restart_overhead_gpu_hours": overhead / HOUR_S,
+        "goodput": (held - lost_failure - lost_preemption - overhead) / capacity_gpu_s if capacity_gpu_s > 0 else 0.0,
+        "failed_gpu_hours": log.down_gpu_s / HOUR_S,
+        "scheduler_downtime_s": log.scheduler_downtime_s,
+        "outage_waiting_jobs": log.outage_waiting_jobs,
+    }
+    priority = np.fromiter((r.job.priority for r in done), dtype=np.int64, count=n)
+    for end, pick in (("top", np.max), ("bottom", np.min)):
+        waits = wait[priority == pick(priority)] if n else wait
+        out[f"mean_wait_s_{end}_class"] = float(waits.mean()) if waits.size else 0.0
+        out[f"p95_wait_s_{end}_class"] = float(np.percentile(waits, 95)) if waits.size else 0.0
     return out

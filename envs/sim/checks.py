@@ -17,8 +17,8 @@ TOLERANCE = 1e-9
 
 
 def state_violations(sim: Simulator) -> list[str]:
-    """No GPU, milli-share, CPU or RAM is over-allocated; the derived counters agree with the per-GPU state; the
-    queue is in (submit time, job id) order."""
+    """No GPU, milli-share, CPU or RAM is over-allocated; a failed GPU holds nothing and has no free share; the
+    derived counters agree with the per-GPU state; the queue is in (submit time, job id) order."""
     c, view = sim.cluster, sim.view
     found = []
     free = view.gpu_free_milli
@@ -36,38 +36,60 @@ def state_violations(sim: Simulator) -> list[str]:
     queue = [(j.submit_time_s, j.job_id) for j in view.pending.values()]
     if queue != sorted(queue):
         found.append("the queue is not in (submit time, job id) order")
-    held = np.full(c.n_gpus, MILLI_PER_GPU)
+    held = np.where(view.gpu_up, MILLI_PER_GPU, 0)
     for running in view.running.values():
         held[running.gpus.index] -= running.job.gpu_milli
+        if not view.gpu_up[running.gpus.index].all():
+            found.append(f"job {running.job.job_id} runs on a failed GPU")
     if not (held == free).all():
         found.append("the running jobs' shares disagree with the free shares")
+    if view.down_gpus != int((~view.gpu_up).sum()):
+        found.append("the failed-GPU count disagrees with the per-GPU health")
     return found
 
 
 def log_violations(sim: Simulator, jobs: Sequence[Job]) -> list[str]:
-    """Of a finished run of ``jobs``: every job ends exactly once, with consistent times and allocation;
-    GPU-seconds are conserved; fragmentation is at most the idle time; the wait integral is the total wait; with
-    ``kill_at_walltime`` no job runs past its requested wall time."""
+    """Of a finished run of ``jobs``: every job ends exactly once, with consistent times and allocation, FAILED
+    only past the retry limit; GPU-seconds are conserved (the integral of allocated GPUs is the time the jobs held
+    them, and under the rigid model a completed job's held time minus its lost work and restart overhead is its
+    runtime); fragmentation is at most the idle time; the wait integral is the total time jobs were queued; with
+    ``kill_at_walltime`` no job that ran once runs past its requested wall time."""
     log = sim.log()
     found = []
     if sorted(r.job.job_id for r in log.records) != sorted(j.job_id for j in jobs):
         found.append("not every job ended exactly once")
+    rigid = not (sim.runtime.use_speed or sim.runtime.use_topology or sim.runtime.use_staging
+                 or sim.runtime.kill_at_walltime)
     for r in log.records:
-        if r.state is JobState.COMPLETED:
-            if not (r.start_time_s >= r.job.submit_time_s and r.finish_time_s >= r.start_time_s):
-                found.append(f"job {r.job.job_id}: start before submit or finish before start")
-            if len(r.gpus) != r.job.n_gpus:
-                found.append(f"job {r.job.job_id}: {len(r.gpus)} GPUs for {r.job.n_gpus} asked")
-            if sim.runtime.kill_at_walltime and r.run_s > r.job.runtime_estimate_s * (1 + TOLERANCE):
-                found.append(f"job {r.job.job_id}: ran past its requested wall time")
-        elif r.state is not JobState.REJECTED or r.reject_reason is None:
-            found.append(f"job {r.job.job_id}: ended {r.state} without a reason")
-    held = sum(r.job.gpu_share * r.run_s for r in log.completed())
+        i = r.interruptions
+        if r.state is JobState.REJECTED:
+            if r.reject_reason is None:
+                found.append(f"job {r.job.job_id}: rejected without a reason")
+            continue
+        if not (r.start_time_s >= r.job.submit_time_s and r.finish_time_s >= r.start_time_s):
+            found.append(f"job {r.job.job_id}: start before submit or finish before start")
+        if len(r.gpus) != r.job.n_gpus:
+            found.append(f"job {r.job.job_id}: {len(r.gpus)} GPUs for {r.job.n_gpus} asked")
+        if r.state is JobState.FAILED:
+            if i is None or i.failures <= sim.dynamics.max_failures:
+                found.append(f"job {r.job.job_id}: FAILED within the retry limit")
+            continue
+        if i is None and sim.runtime.kill_at_walltime and r.run_s > r.job.runtime_estimate_s * (1 + TOLERANCE):
+            found.append(f"job {r.job.job_id}: ran past its requested wall time")
+        if i is not None and rigid:
+            share = r.job.gpu_share
+            work = r.run_s - (i.lost_failure_gpu_s + i.lost_preemption_gpu_s + i.overhead_gpu_s) / share
+            if abs(work - r.job.runtime_s) > TOLERANCE * max(1.0, r.run_s) * (2 + i.failures + i.preemptions):
+                found.append(f"job {r.job.job_id}: held {r.run_s} s, lost and overhead leave {work} s of work for "
+                             f"a runtime of {r.job.runtime_s} s")
+    ran = log.ran()
+    held = sum(r.job.gpu_share * r.run_s for r in ran)
     if abs(log.busy_gpu_s - held) > TOLERANCE * max(1.0, held):
         found.append(f"GPU-seconds not conserved: integral {log.busy_gpu_s} against {held} held")
     if not 0 <= log.fragmented_gpu_s <= log.idle_gpu_s_while_pending * (1 + TOLERANCE) + TOLERANCE:
         found.append("fragmented GPU-seconds outside 0..idle GPU-seconds")
-    total_wait = sum(r.wait_s for r in log.completed())
+    total_wait = sum(r.wait_s if r.interruptions is None else r.finish_time_s - r.job.submit_time_s - r.run_s
+                     for r in ran)
     if abs(sim.pending_job_s - total_wait) > TOLERANCE * max(1.0, total_wait):
         found.append(f"the wait integral {sim.pending_job_s} is not the total wait {total_wait}")
     return found

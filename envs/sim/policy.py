@@ -18,14 +18,25 @@ class Start:
 
 
 @dataclass(frozen=True, slots=True)
+class Preempt:
+    """Preempt running job ``job_id`` (it must be preemptible): it returns to the queue, keeping the work of its
+    last checkpoint. The policy is asked again at the same instant, so it may preempt and then start."""
+
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class Wait:
-    """Do nothing more now; advance to the next event."""
+    """Do nothing more now; advance to the next event, or to ``until_s`` [s] if that comes first and a job is
+    pending then (a wake-up call, for policies whose decisions change with time alone)."""
+
+    until_s: float | None = None
 
 
 WAIT = Wait()
-"""The one Wait action."""
+"""Wait for the next event."""
 
-Action = Start | Wait
+Action = Start | Preempt | Wait
 
 
 @runtime_checkable

@@ -8,8 +8,16 @@ says Wait. The simulator knows nothing of Gymnasium or of any policy; :func:`env
 What a policy may see lives in a :class:`~envs.sim.state.SimState` (read through ``sim.view``); the simulator keeps
 its own books beside it: the completion heap, the demand histogram and the time integrals.
 
-Seams for later features (failures, outages, preemption, quotas): ``state.node_up`` and ``state.scheduler_up`` are
-checked by every Start but nothing changes them yet.
+Dynamics (:class:`~envs.core.dynamics.DynamicsConfig`): failures and repairs of nodes and GPUs and scheduler
+outages are events on a third heap, applied at their instant after completions and before arrivals. A failed GPU
+has no free share until it is repaired; the jobs holding it are interrupted. While the scheduler is down no
+decision point happens (arrivals queue, completions, failures and repairs go on). ``preempt(job_id)`` interrupts a
+running preemptible job. An interrupted job keeps the work of its last checkpoint, goes back to its place in the
+queue and pays the restart overhead when it starts again; interrupted by failures more often than the retry limit,
+it ends FAILED. With no dynamics the simulator does exactly what it did before they existed.
+
+A policy may ask to be woken at a time (``wait(until_s)``): that time becomes a decision point if a job is pending
+(Tiresias demotes jobs when their attained service crosses a threshold, which no other event marks).
 """
 
 from __future__ import annotations
@@ -22,11 +30,13 @@ import numpy as np
 
 from envs.core.allocation import GpuSet
 from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
+from envs.core.dynamics import STATIC, DynamicsConfig
 from envs.core.errors import ActionRefused, ConfigError, SimulationStalled
 from envs.core.job import Job, JobState, RefusalReason, RejectReason
 from envs.core.joblog import JobLog, JobRecord, TopologyLevel
 from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
-from envs.sim.state import RunningJob, SimState
+from envs.sim.dynamics import FAIL, OUTAGE_END, OUTAGE_START, REPAIR, TIMER, Event, Timeline
+from envs.sim.state import JobHistory, RunningJob, SimState
 from envs.sim.view import View
 from envs.workload.table import Workload
 
@@ -38,12 +48,15 @@ class Simulator:
     """One run of a workload on a cluster, driven one action at a time.
 
     ``reset()`` (called by the constructor) moves to the first decision point. Then, while not ``done``, call
-    ``start(job_id, gpus)`` any number of times and ``wait()`` to advance; ``log()`` returns the job log.
+    ``start(job_id, gpus)`` and ``preempt(job_id)`` any number of times and ``wait()`` to advance; ``log()``
+    returns the job log.
     """
 
-    def __init__(self, cluster: ClusterSpec, jobs: Workload | Sequence[Job], runtime: RuntimeConfig | None = None):
+    def __init__(self, cluster: ClusterSpec, jobs: Workload | Sequence[Job], runtime: RuntimeConfig | None = None,
+                 dynamics: DynamicsConfig | None = None):
         self.cluster = cluster
         self.runtime = runtime or RuntimeConfig()
+        self.dynamics = dynamics or STATIC
         job_list = jobs.jobs if isinstance(jobs, Workload) else tuple(jobs)
         self._jobs: tuple[Job, ...] = tuple(sorted(job_list, key=lambda j: (j.submit_time_s, j.job_id)))
         self._job_ids = {j.job_id for j in self._jobs}
@@ -59,6 +72,17 @@ class Simulator:
         self._heap: list[tuple[float, int, int]] = []  # (end time [s], start sequence number, job id)
         self._seq = 0
         self._run_info: dict[int, tuple] = {}
+        self._events: list[tuple[float, int, int, Event]] = []  # (time [s], kind, sequence number, event)
+        self._event_seq = 0
+        self._timeline = Timeline(self.dynamics, self.cluster, self.state.time_s) if self.dynamics.active else None
+        sizes = (self.cluster.n_gpus, self.cluster.n_nodes) if self._timeline else (0, 0)
+        self._down_count = np.zeros(sizes[0], dtype=np.int32)  # failures in progress per GPU
+        self._node_down = np.zeros(sizes[1], dtype=np.int32)  # node failures in progress per node
+        self._down_milli = 0  # Σ capacity of failed GPUs [milli-GPU]
+        self._down_milli_s = 0.0
+        self._outage_depth = 0  # outages in progress (windows may overlap)
+        self._downtime_s = 0.0
+        self._outage_jobs: set[int] = set()  # jobs pending at some moment while the scheduler was down
         self._demand: dict[tuple[int, int], int] = {}  # (n_gpus, gpu_milli) -> pending jobs asking for it
         self._alloc_milli = 0  # Σ allocated milli-GPU
         self._partial_free_milli = 0  # Σ free milli-GPU on GPUs that are partly in use
@@ -67,6 +91,8 @@ class Simulator:
         self._frag_milli_s = 0.0
         self._pending_job_s = 0.0  # ∫ number of pending jobs dt: the total wait so far [job-seconds]
         self.view = View(self.state)
+        for event in self._timeline.initial() if self._timeline else ():
+            self._push_event(event)
         self._advance()
 
     def __getstate__(self) -> dict:
@@ -104,16 +130,41 @@ class Simulator:
         """True while some event (an arrival or a completion) is still to come; waiting without one would stall."""
         return self.state.events_left
 
-    def wait(self) -> None:
-        """Advance to the next decision point (or to the end); raises SimulationStalled if nothing can happen."""
+    def wait(self, until_s: float | None = None) -> None:
+        """Advance to the next decision point (or to the end); raises SimulationStalled if nothing can happen.
+
+        ``until_s`` [s], if later than now, makes that time a decision point too (when some job is pending then).
+        """
         if self.done:
             return
-        if not self.state.events_left:
+        if until_s is not None and until_s > self.state.time_s:
+            self._push_event(Event(float(until_s), TIMER))
+        elif not self.state.events_left:
             raise SimulationStalled(
                 f"t={self.state.time_s:g}s: the policy waited with {len(self.state.pending)} pending job(s), "
-                "nothing running and no future arrival"
+                "nothing running, no future arrival and nothing to repair"
             )
         self._advance()
+
+    def check_preempt(self, job_id: int) -> None:
+        """Raise :class:`ActionRefused` if ``preempt(job_id)`` would be refused now; change nothing."""
+        s = self.state
+        running = s.running.get(job_id)
+        if running is None:
+            reason = RefusalReason.NOT_RUNNING if job_id in self._job_ids else RefusalReason.UNKNOWN_JOB
+            raise self._refuse(reason, job_id, "it is not running" if job_id in self._job_ids else "no job has this id",
+                               "preempt")
+        if not s.scheduler_up:
+            raise self._refuse(RefusalReason.SCHEDULER_DOWN, job_id, "the scheduler is down", "preempt")
+        if not running.job.preemptible:
+            raise self._refuse(RefusalReason.NOT_PREEMPTIBLE, job_id, "it is not preemptible", "preempt")
+
+    def preempt(self, job_id: int) -> None:
+        """Interrupt running preemptible job ``job_id`` now (Slurm PreemptMode=REQUEUE): it keeps the work of its
+        last checkpoint, returns to the queue and pays the restart overhead when it starts again. Raises
+        :class:`ActionRefused` naming the reason otherwise."""
+        self.check_preempt(job_id)
+        self._interrupt(job_id, preempted=True)
 
     def check_start(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> None:
         """Raise :class:`ActionRefused` if ``start(job_id, gpus)`` would be refused now; change nothing."""
@@ -132,26 +183,36 @@ class Simulator:
             busy_gpu_s=self._busy_milli_s / MILLI_PER_GPU,
             idle_gpu_s_while_pending=self._idle_pending_milli_s / MILLI_PER_GPU,
             fragmented_gpu_s=self._frag_milli_s / MILLI_PER_GPU,
+            down_gpu_s=self._down_milli_s / MILLI_PER_GPU,
+            scheduler_downtime_s=self._downtime_s,
+            outage_waiting_jobs=len(self._outage_jobs),
         )
 
     # ---- events ----------------------------------------------------------------------------------------------
     def _advance(self) -> None:
-        """Apply events time by time until a job is pending or no event is left."""
-        s, jobs, heap = self.state, self._jobs, self._heap
+        """Apply events time by time until a job is pending while the scheduler is up, or every job has ended."""
+        s, jobs, heap, events = self.state, self._jobs, self._heap, self._events
         n_jobs = len(jobs)
         while True:
             t_arr = jobs[s.next_arrival].submit_time_s if s.next_arrival < n_jobs else math.inf
             t_end = heap[0][0] if heap else math.inf
             t = t_arr if t_arr < t_end else t_end
+            if events:
+                if t_arr == math.inf and not s.running and not s.pending:
+                    return  # every job has ended: later failures, outages and timers do not matter
+                if events[0][0] < t:
+                    t = events[0][0]
             if t == math.inf:
                 return
             self._integrate(t)
             while heap and heap[0][0] == t:
                 self._complete(heapq.heappop(heap)[2])
+            while events and events[0][0] == t:
+                self._apply(heapq.heappop(events)[3])
             while s.next_arrival < n_jobs and jobs[s.next_arrival].submit_time_s == t:
                 self._arrive(jobs[s.next_arrival])
                 s.next_arrival += 1
-            if s.pending:
+            if s.pending and s.scheduler_up:
                 return
 
     def _integrate(self, t: float) -> None:
@@ -161,8 +222,13 @@ class Simulator:
             self._busy_milli_s += self._alloc_milli * dt
             if s.pending:
                 self._pending_job_s += len(s.pending) * dt
-                self._idle_pending_milli_s += (self.cluster.n_gpus * MILLI_PER_GPU - self._alloc_milli) * dt
+                self._idle_pending_milli_s += (self.cluster.n_gpus * MILLI_PER_GPU - self._alloc_milli
+                                               - self._down_milli) * dt
                 self._frag_milli_s += self._fragmented_milli() * dt
+            if self._timeline is not None:
+                self._down_milli_s += self._down_milli * dt
+                if not s.scheduler_up:
+                    self._downtime_s += dt
         s.time_s = t
 
     def _fragmented_milli(self) -> float:
@@ -189,17 +255,26 @@ class Simulator:
         self.state.pending[job.job_id] = job
         key = (job.n_gpus, job.gpu_milli)
         self._demand[key] = self._demand.get(key, 0) + 1
+        if not self.state.scheduler_up:
+            self._outage_jobs.add(job.job_id)
 
     def _complete(self, job_id: int) -> None:
         s = self.state
         running = s.running.pop(job_id)
         job = running.job
-        alloc, nodes, counts, speed, level, factor, staging_s, timed_out = self._run_info.pop(job_id)
+        alloc, nodes, counts, speed, level, factor, staging_s, timed_out, overhead_s, _ = self._run_info.pop(job_id)
         self._change_holdings(job, alloc, nodes, counts, +1)
+        start_s, interruptions = running.start_time_s, None
+        if s.history:
+            history = s.history.pop(job_id, None)
+            if history is not None:
+                run_s = s.time_s - start_s
+                history.overhead_gpu_s += job.gpu_share * min(run_s, overhead_s)
+                start_s, interruptions = history.first_start_s, history.freeze(history.held_s + run_s)
         s.records.append(JobRecord(
-            job=job, state=JobState.COMPLETED, start_time_s=running.start_time_s, finish_time_s=s.time_s,
+            job=job, state=JobState.COMPLETED, start_time_s=start_s, finish_time_s=s.time_s,
             gpus=running.gpus, n_nodes=len(nodes), topology=level, speed=speed, topology_factor=factor,
-            staging_s=staging_s, timed_out=timed_out,
+            staging_s=staging_s, timed_out=timed_out, interruptions=interruptions,
         ))
 
     # ---- rejection at submission ------------------------------------------------------------------------------
@@ -229,8 +304,8 @@ class Simulator:
         return RejectReason.TOO_MANY_GPUS
 
     # ---- starting and releasing ---------------------------------------------------------------------------------
-    def _refuse(self, reason: RefusalReason, job_id: int, detail: str) -> ActionRefused:
-        return ActionRefused(reason, f"t={self.state.time_s:g}s: cannot start job {job_id}: {detail}")
+    def _refuse(self, reason: RefusalReason, job_id: int, detail: str, verb: str = "start") -> ActionRefused:
+        return ActionRefused(reason, f"t={self.state.time_s:g}s: cannot {verb} job {job_id}: {detail}")
 
     def _validate(self, job_id: int, gpus: Sequence[int] | np.ndarray) -> tuple[Job, GPUs, list[int], list[int]]:
         """(job, GPUs, nodes, GPUs per node) for a valid Start; raises ActionRefused otherwise.
@@ -279,6 +354,8 @@ class Simulator:
                 raise self._refuse(RefusalReason.GPU_TYPE, job_id, "a GPU type is not allowed or lacks memory")
         if not s.all_nodes_up and not all(s.node_up[n] for n in nodes):
             raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
+        if s.down_gpus and not s.gpu_up[alloc].all():
+            raise self._refuse(RefusalReason.GPU_DOWN, job_id, "a GPU of the allocation has failed")
         if not (s.gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU
                 else s.gpu_free_milli[lo] >= job.gpu_milli):
             raise self._refuse(RefusalReason.GPU_BUSY, job_id, f"a GPU has less than {job.gpu_milli} milli-GPU free")
@@ -301,14 +378,22 @@ class Simulator:
         else:
             del self._demand[key]
         speed, level, factor, staging_s = self._runtime_on(job, alloc, nodes)
-        run_s = job.runtime_s / speed * factor + staging_s
+        history = s.history.get(job.job_id) if s.history else None
+        if history is None:
+            overhead_s = 0.0
+            run_s = job.runtime_s / speed * factor + staging_s
+        else:  # a restart: pay the overhead, then redo only the work since the last checkpoint
+            overhead_s = self.dynamics.restart_overhead_s
+            run_s = overhead_s + max(job.runtime_s - history.done_work_s, 0.0) / speed * factor + staging_s
         timed_out = self.runtime.kill_at_walltime and run_s > job.runtime_estimate_s
         if timed_out:
             run_s = job.runtime_estimate_s
         now = s.time_s
         s.running[job.job_id] = RunningJob(job, now, now + job.runtime_estimate_s, GpuSet.of(alloc))
-        self._run_info[job.job_id] = (alloc, nodes, counts, speed, level, factor, staging_s, timed_out)
-        heapq.heappush(self._heap, (now + run_s, self._seq, job.job_id))
+        end = (now + run_s, self._seq, job.job_id)
+        self._run_info[job.job_id] = (alloc, nodes, counts, speed, level, factor, staging_s, timed_out, overhead_s,
+                                      end)
+        heapq.heappush(self._heap, end)
         self._seq += 1
 
     def _change_holdings(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int], sign: int) -> None:
@@ -343,6 +428,133 @@ class Simulator:
                     s.node_free_cpu[n] += sign * cpu * k
                 if c.ram_modelled[n]:
                     s.node_free_ram[n] += sign * ram * k
+
+    # ---- failures, repairs, outages, preemption --------------------------------------------------------------
+    def _push_event(self, event: Event) -> None:
+        heapq.heappush(self._events, (event.time_s, event.kind, self._event_seq, event))
+        self._event_seq += 1
+
+    def _apply(self, event: Event) -> None:
+        """Apply one dynamics event (at the current time) and schedule its process's next one."""
+        kind = event.kind
+        if kind in (FAIL, REPAIR):
+            c, s = self.cluster, self.state
+            if event.gpu >= 0:
+                gpus = np.array([event.gpu])
+            else:
+                node = event.node
+                gpus = np.arange(c.node_first_gpu[node], c.node_first_gpu[node + 1])
+                self._node_down[node] += 1 if kind == FAIL else -1
+                s.node_up[node] = self._node_down[node] == 0
+                s.all_nodes_up = bool(s.node_up.all())
+            if kind == FAIL:
+                self._gpus_down(gpus)
+            else:
+                self._gpus_up(gpus)
+        elif kind == OUTAGE_START:
+            self._outage_depth += 1
+            if self.state.scheduler_up:
+                self.state.scheduler_up = False
+                self._outage_jobs.update(self.state.pending)
+        elif kind == OUTAGE_END:
+            self._outage_depth -= 1
+            self.state.scheduler_up = self._outage_depth == 0
+        if self._timeline is not None:
+            follow = self._timeline.follow(event)
+            if follow is not None:
+                self._push_event(follow)
+
+    def _gpus_down(self, gpus: np.ndarray) -> None:
+        """One more reason for each of ``gpus`` to be down; interrupt the jobs on those that just failed."""
+        counts = self._down_count
+        newly = gpus[counts[gpus] == 0]
+        counts[gpus] += 1
+        if newly.size == 0:
+            return
+        s = self.state
+        hit = np.zeros(self.cluster.n_gpus, dtype=bool)
+        hit[newly] = True
+        for job_id in [j for j, r in s.running.items() if hit[r.gpus.index].any()]:
+            self._interrupt(job_id, preempted=False)
+        self._set_capacity(newly, up=False)
+
+    def _gpus_up(self, gpus: np.ndarray) -> None:
+        """One reason less for each of ``gpus`` to be down; those with none left are back in the pool."""
+        counts = self._down_count
+        counts[gpus] -= 1
+        self._set_capacity(gpus[counts[gpus] == 0], up=True)
+
+    def _set_capacity(self, gpus: np.ndarray, up: bool) -> None:
+        """Take entirely free ``gpus`` out of the pool (``up`` False) or put them back (True)."""
+        if gpus.size == 0:
+            return
+        s, sign = self.state, 1 if up else -1
+        s.gpu_up[gpus] = up
+        s.gpu_free_milli[gpus] = MILLI_PER_GPU if up else 0
+        s.gpu_whole_free[gpus] = up
+        np.add.at(s.node_free_gpus, self.cluster.gpu_node[gpus], sign)
+        s.free_gpus += sign * gpus.size
+        s.down_gpus -= sign * gpus.size
+        self._down_milli -= sign * MILLI_PER_GPU * gpus.size
+        s.version += 1
+
+    def _interrupt(self, job_id: int, preempted: bool) -> None:
+        """End the current run of ``job_id`` now: roll its progress back to the last checkpoint, then requeue it,
+        or end it FAILED past the retry limit."""
+        s = self.state
+        running = s.running.pop(job_id)
+        job = running.job
+        alloc, nodes, counts, speed, level, factor, staging_s, _, overhead_s, end = self._run_info.pop(job_id)
+        self._heap.remove(end)
+        heapq.heapify(self._heap)
+        self._change_holdings(job, alloc, nodes, counts, +1)
+        now = s.time_s
+        history = s.history.get(job_id)
+        if history is None:
+            history = s.history[job_id] = JobHistory(first_start_s=running.start_time_s)
+        elapsed = now - running.start_time_s
+        paid = min(elapsed, overhead_s)
+        computing = max(0.0, elapsed - overhead_s - staging_s)
+        interval = job.checkpoint_interval_s
+        kept = math.floor(computing / interval) * interval if interval > 0 else 0.0
+        share = job.gpu_share
+        lost = share * (computing - kept)  # staging is not lost: the dataset stays in the nodes' caches
+        history.done_work_s += kept * speed / factor
+        history.held_s += elapsed
+        history.last_run_s, history.last_end_s = elapsed, now
+        history.overhead_gpu_s += share * paid
+        history.useful_gpu_s += share * elapsed - share * paid - lost
+        if preempted:
+            history.preemptions += 1
+            history.lost_preemption_gpu_s += lost
+        else:
+            history.failures += 1
+            history.lost_failure_gpu_s += lost
+        if not preempted and history.failures > self.dynamics.max_failures:
+            del s.history[job_id]
+            history.lost_failure_gpu_s += history.useful_gpu_s  # a FAILED job's kept work is lost with it
+            history.useful_gpu_s = 0.0
+            s.records.append(JobRecord(
+                job=job, state=JobState.FAILED, start_time_s=history.first_start_s, finish_time_s=now,
+                gpus=running.gpus, n_nodes=len(nodes), topology=level, speed=speed, topology_factor=factor,
+                staging_s=staging_s, interruptions=history.freeze(history.held_s),
+            ))
+            return
+        self._requeue(job)
+
+    def _requeue(self, job: Job) -> None:
+        """Put an interrupted job back in the queue at its place (submit time, then job id)."""
+        pending = self.state.pending
+        last = next(reversed(pending.values()), None) if pending else None
+        pending[job.job_id] = job
+        if last is not None and (last.submit_time_s, last.job_id) > (job.submit_time_s, job.job_id):
+            ordered = sorted(pending.values(), key=lambda j: (j.submit_time_s, j.job_id))
+            pending.clear()  # in place: views hold a read-only proxy of this very dict
+            pending.update((j.job_id, j) for j in ordered)
+        key = (job.n_gpus, job.gpu_milli)
+        self._demand[key] = self._demand.get(key, 0) + 1
+        if not self.state.scheduler_up:
+            self._outage_jobs.add(job.job_id)
 
     def _runtime_on(self, job: Job, alloc: GPUs, nodes: list[int]) -> tuple[float, TopologyLevel, float, float]:
         """(speed, topology level, topology factor, staging time [s]) of ``job`` on ascending ``alloc``."""

@@ -6,6 +6,7 @@ heap, the demand histogram, the time integrals); everything a scheduler could kn
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -14,7 +15,7 @@ from envs.core.allocation import GpuSet
 from envs.core.cache import LRUCache
 from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.job import Job
-from envs.core.joblog import JobRecord
+from envs.core.joblog import Interruptions, JobRecord
 
 
 class RunningJob(NamedTuple):
@@ -26,18 +27,45 @@ class RunningJob(NamedTuple):
     gpus: GpuSet
 
 
+@dataclass(slots=True)
+class JobHistory:
+    """The runs so far of a job that has been interrupted at least once (kept while it is pending or running).
+
+    Work is the job's base runtime (speed 1, ideal placement) [s]; GPU-seconds count the job's GPU share.
+    """
+
+    first_start_s: float  # its first start [s]
+    done_work_s: float = 0.0  # work kept by checkpoints: what a restart need not redo [s]
+    held_s: float = 0.0  # wall-clock time holding GPUs in the ended runs [s]
+    last_run_s: float = 0.0  # length of its last ended run [s]
+    last_end_s: float = 0.0  # when its last run ended [s]
+    useful_gpu_s: float = 0.0  # staging and kept computing of the ended runs [GPU-seconds]
+    overhead_gpu_s: float = 0.0  # restart overhead paid [GPU-seconds]
+    lost_failure_gpu_s: float = 0.0  # computing rolled back by failures [GPU-seconds]
+    lost_preemption_gpu_s: float = 0.0  # computing rolled back by preemptions [GPU-seconds]
+    failures: int = 0  # runs ended by a failure
+    preemptions: int = 0  # runs ended by a preemption
+
+    def freeze(self, held_s: float) -> Interruptions:
+        """The record of these runs for the job log, ``held_s`` the time held over all runs [s]."""
+        return Interruptions(self.failures, self.preemptions, held_s, self.overhead_gpu_s, self.lost_failure_gpu_s,
+                             self.lost_preemption_gpu_s)
+
+
 class SimState:
     """Clock, queue, running jobs, free resources per GPU and per node, health, ended jobs and dataset caches.
 
-    Queues are dicts in queue order (submit time, then job id). Free resources: ``gpu_free_milli`` per GPU
-    [milli-GPU], ``gpu_whole_free`` (the GPU is entirely free), ``node_free_gpus`` (entirely free GPUs per node),
-    ``node_free_cpu`` [milli-cores] and ``node_free_ram`` [MiB] per node, ``free_gpus`` in the cluster.
-    ``version`` is bumped whenever the holdings change, so that views can memoize arrays derived from them.
+    Queues are dicts in queue order (submit time, then job id; a requeued job goes back to its place). Free
+    resources: ``gpu_free_milli`` per GPU [milli-GPU], ``gpu_whole_free`` (the GPU is entirely free),
+    ``node_free_gpus`` (entirely free GPUs per node), ``node_free_cpu`` [milli-cores] and ``node_free_ram`` [MiB]
+    per node, ``free_gpus`` in the cluster; a failed GPU (``gpu_up`` False, or its node's ``node_up``) has no free
+    share. ``history`` holds the earlier runs of every interrupted job still pending or running. ``version`` is
+    bumped whenever the holdings change, so that views can memoize arrays derived from them.
     """
 
-    __slots__ = ("all_nodes_up", "caches", "cluster", "free_gpus", "gpu_free_milli", "gpu_whole_free", "n_jobs",
-                 "next_arrival", "node_free_cpu", "node_free_gpus", "node_free_ram", "node_up", "pending", "records",
-                 "running", "scheduler_up", "time_s", "version")
+    __slots__ = ("all_nodes_up", "caches", "cluster", "down_gpus", "free_gpus", "gpu_free_milli", "gpu_up",
+                 "gpu_whole_free", "history", "n_jobs", "next_arrival", "node_free_cpu", "node_free_gpus",
+                 "node_free_ram", "node_up", "pending", "records", "running", "scheduler_up", "time_s", "version")
 
     def __init__(self, cluster: ClusterSpec, start_time_s: float, n_jobs: int) -> None:
         self.cluster = cluster
@@ -53,13 +81,17 @@ class SimState:
         self.node_free_cpu = cluster.node_cpu_milli.copy()
         self.node_free_ram = cluster.node_ram_mib.copy()
         self.node_up = np.ones(cluster.n_nodes, dtype=bool)
+        self.gpu_up = np.ones(cluster.n_gpus, dtype=bool)
+        self.down_gpus = 0  # failed GPUs (of failed nodes included)
         self.all_nodes_up = True
         self.scheduler_up = True
         self.free_gpus = cluster.n_gpus
         self.version = 0
         self.caches = [LRUCache(n.cache_gib) for n in cluster.nodes]
+        self.history: dict[int, JobHistory] = {}
 
     @property
     def events_left(self) -> bool:
-        """True while some event (an arrival or a completion) is still to come; waiting without one would stall."""
-        return bool(self.running) or self.next_arrival < self.n_jobs
+        """True while some event that can let a pending job start is still to come (an arrival, a completion, a
+        repair or the scheduler's recovery); waiting without one would stall."""
+        return bool(self.running) or self.next_arrival < self.n_jobs or self.down_gpus > 0 or not self.scheduler_up

@@ -10,7 +10,7 @@ import numpy as np
 from envs.core.cluster import ClusterSpec
 from envs.core.job import Job
 from envs.core.joblog import JobRecord
-from envs.sim.state import RunningJob, SimState
+from envs.sim.state import JobHistory, RunningJob, SimState
 
 
 class View:
@@ -20,8 +20,9 @@ class View:
     Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
     """
 
-    __slots__ = ("_memo", "_memo_version", "_state", "cluster", "gpu_free_milli", "gpu_whole_free",
-                 "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending", "running")
+    __slots__ = ("_memo", "_memo_version", "_state", "cluster", "gpu_free_milli", "gpu_up", "gpu_whole_free",
+                 "history", "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending",
+                 "running")
 
     def __init__(self, state: SimState) -> None:
         self._state = state
@@ -36,6 +37,8 @@ class View:
         self.node_free_cpu_milli: np.ndarray = _read_only(state.node_free_cpu)  # [milli-cores]
         self.node_free_ram_mib: np.ndarray = _read_only(state.node_free_ram)  # [MiB]
         self.node_up: np.ndarray = _read_only(state.node_up)  # health per node
+        self.gpu_up: np.ndarray = _read_only(state.gpu_up)  # health per GPU (False also on a failed node)
+        self.history: Mapping[int, JobHistory] = MappingProxyType(state.history)  # earlier runs of interrupted jobs
 
     @property
     def time_s(self) -> float:
@@ -61,6 +64,21 @@ class View:
     def scheduler_up(self) -> bool:
         """False while the scheduler is down (no job may start)."""
         return self._state.scheduler_up
+
+    @property
+    def down_gpus(self) -> int:
+        """Failed GPUs (those of failed nodes included)."""
+        return self._state.down_gpus
+
+    def executed_s(self, job_id: int) -> float:
+        """Wall-clock time job ``job_id`` has held GPUs so far, over all its runs [s] (0 for a job never started)."""
+        history = self._state.history.get(job_id)
+        running = self._state.running.get(job_id)
+        return (history.held_s if history else 0.0) + (self._state.time_s - running.start_time_s if running else 0.0)
+
+    def attained_gpu_s(self, job: Job) -> float:
+        """Attained service of ``job`` (Tiresias): its GPU share × the time it has held GPUs so far [GPU-seconds]."""
+        return job.gpu_share * self.executed_s(job.job_id)
 
     def memoized(self, key: object, compute: Callable[[], np.ndarray]) -> np.ndarray:
         """``compute()`` once per state of the holdings: placement rules share derived arrays through this.
