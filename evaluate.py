@@ -4,10 +4,13 @@
     python evaluate.py --policies fifo,sjf+easy/pack --workload small --cluster tiny --seeds 0,1,2,3
     python evaluate.py --suite rlscheduler --workload swf:../shared/traces/lublin-synthetic/lublin_256.swf
     python evaluate.py --suite gpu --workers 2 --json
+    python evaluate.py --scenario none,flaky --policies fcfs+easy,tiresias      # the same runs with failures
 
 Workloads: a synthetic preset name or YAML path, or a trace as FORMAT:PATH (swf, philly, openb, tiresias). Policy
 names: ORDER[+BACKFILL][/PLACEMENT] or rls:ORDER[/BY@FRACTION][+rlsbackfill] (``python -m baselines`` lists them),
-a model's RUN/model.zip, or rls:RUN/model.zip[+ORDER@RATIO] for a peer-mode model. Every name, workload, cluster,
+a model's RUN/model.zip, or rls:RUN/model.zip[+ORDER@RATIO] for a peer-mode model. Scenarios (``--scenario``):
+names under configs/scenarios (none, low, high, outages, flaky) or YAML paths; each run draws its failures and
+outages from its seed, so every policy of one seed meets the same ones. Every name, workload, cluster,
 model file and the run folder are checked before the first run. The run folder (``--out``, default
 ``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json and the plots; each run's row is kept there
 as it finishes (``runs.jsonl``), so an interrupted evaluation loses nothing and a rerun into the same folder only
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.core.cli import ArgumentParser, at_least, run_cli
+from envs.core.dynamics import NO_DYNAMICS
 from envs.core.errors import ConfigError
 from evaluation.aggregate import markdown_table
 from evaluation.backends import BACKENDS, Result, execute
@@ -55,6 +59,13 @@ def _floats(text: str) -> list[float]:
     return values
 
 
+def _names(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return names
+
+
 def parse_args(argv: Sequence[str] | None) -> Any:
     parser = ArgumentParser(prog="evaluate.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=SUITES, default="default", help="which suite (default: default)")
@@ -63,6 +74,8 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     parser.add_argument("--cluster", help="cluster preset, YAML, swf:N or openb:PATH (default: the workload's)")
     parser.add_argument("--seeds", type=_ints, default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
     parser.add_argument("--load", type=_floats, default=[1.0], help="comma-separated load factors (default 1)")
+    parser.add_argument("--scenario", type=_names, default=[NO_DYNAMICS],
+                        help="comma-separated dynamics scenarios: failures and outages (default none)")
     parser.add_argument("--starts", type=_ints, help="first job of each trace window: rlscheduler sequences "
                         "(default: the peer's), or windows of trace workloads in the default suite (i is seed i)")
     parser.add_argument("--length", type=at_least(1), default=1024, help="jobs per window of --starts (default 1024)")
@@ -85,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_key(spec: RunSpec) -> list[Any]:
     """What identifies a run among the records of a run folder."""
-    return [spec.policy, spec.workload, spec.cluster, spec.seed, spec.load, list(spec.window or ()), spec.label]
+    key = [spec.policy, spec.workload, spec.cluster, spec.seed, spec.load, list(spec.window or ()), spec.label]
+    return key if spec.dynamics == NO_DYNAMICS else [*key, spec.dynamics]
 
 
 def check_all(specs: Sequence[RunSpec]) -> None:
@@ -93,7 +107,7 @@ def check_all(specs: Sequence[RunSpec]) -> None:
     policies: set[str] = set()
     worlds: set[tuple] = set()
     for spec in specs:
-        world = (spec.peer, spec.workload, spec.cluster, spec.load, spec.window)
+        world = (spec.peer, spec.workload, spec.cluster, spec.load, spec.window, spec.dynamics)
         check(spec, policy=spec.policy not in policies, world=world not in worlds)
         policies.add(spec.policy)
         worlds.add(world)
@@ -129,7 +143,7 @@ def read_records(out: Path) -> dict[str, Result]:
 def evaluate(args: Any) -> int:
     """The evaluation ``args`` ask for; the exit status."""
     specs = suite_specs(args.suite, args.policies.split(",") if args.policies else None, args.workload,
-                        args.cluster, args.seeds, args.load, args.starts, args.length)
+                        args.cluster, args.seeds, args.load, args.starts, args.length, args.scenario)
     if not specs:
         raise ConfigError("nothing to run (no seeds, loads or policies)")
     check_all(specs)

@@ -8,7 +8,10 @@ Spec strings:
   processors) or ``openb:NODE_LIST.csv``; ``auto``, empty or None (:func:`scenario_cluster`): a trace's natural cluster
   (:func:`~envs.workload.loaders.natural_cluster`), :data:`DEFAULT_CLUSTER` for a synthetic workload;
 - a runtime model: ``full`` or ``rigid`` (:meth:`~envs.core.runtime.RuntimeConfig.named`); a run's default
-  (:func:`default_runtime_model`) is ``rigid`` for SWF traces, whose jobs are rigid, and ``full`` otherwise.
+  (:func:`default_runtime_model`) is ``rigid`` for SWF traces, whose jobs are rigid, and ``full`` otherwise;
+- dynamics (failures, repairs, scheduler outages): a scenario name under ``configs/scenarios/`` (``none``, ``low``,
+  ``high``, ``outages``, ``flaky``) or a YAML path (:func:`~envs.core.dynamics.load_dynamics`); a run's random
+  failures and outages are drawn with its seed, so every policy of one seed meets the same ones.
 
 Traces are loaded once per process (:func:`load_trace_once`): many envs, resets and evaluation runs share the
 immutable job table.
@@ -22,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from envs.core.cluster import ClusterSpec, swf_machine
+from envs.core.dynamics import NO_DYNAMICS, DynamicsConfig, load_dynamics
 from envs.core.errors import ConfigError
 from envs.core.presets import load_preset
 from envs.core.runtime import RuntimeConfig
@@ -59,6 +63,7 @@ class Scenario:
     cluster: ClusterSpec
     workload: Workload
     runtime: RuntimeConfig
+    dynamics: DynamicsConfig
 
 
 def trace_spec(workload: str) -> TraceSpec | None:
@@ -131,32 +136,37 @@ class Plan:
     runtime: RuntimeConfig
     workload: Workload | None  # a trace's (windowed, compressed) jobs
     synthetic: SyntheticConfig | None  # a synthetic workload's generator config (its load applied)
+    dynamics: DynamicsConfig  # its seed still to be set by the run
 
 
-def plan(workload: str, cluster: str | None = None, load: float = 1.0, window: tuple[int, int] | None = None) -> Plan:
+def plan(workload: str, cluster: str | None = None, load: float = 1.0, window: tuple[int, int] | None = None,
+         dynamics: str = NO_DYNAMICS) -> Plan:
     """Everything :func:`scenario` resolves except drawing the synthetic jobs: it raises for an unknown workload,
-    trace, window or cluster, and so checks a run before it runs."""
+    trace, window, cluster or dynamics scenario, and so checks a run before it runs."""
     trace = trace_spec(workload)
+    changes = load_dynamics(dynamics)
     if trace is None:
         config = synthetic_config(workload, load)
         return Plan(scenario_cluster(cluster, None, None), RuntimeConfig.named(default_runtime_model(None)), None,
-                    config)
+                    config, changes)
     jobs = load_trace_once(trace.path, trace.fmt)
     if window:
         jobs = jobs.window(*window, rebase=False)
     if load != 1.0:
         jobs = jobs.scale_load(load)
-    return Plan(scenario_cluster(cluster, trace, jobs), RuntimeConfig.named(default_runtime_model(trace)), jobs, None)
+    return Plan(scenario_cluster(cluster, trace, jobs), RuntimeConfig.named(default_runtime_model(trace)), jobs, None,
+                changes)
 
 
 def scenario(workload: str, cluster: str | None = None, seed: int = 0, load: float = 1.0,
-             window: tuple[int, int] | None = None) -> Scenario:
+             window: tuple[int, int] | None = None, dynamics: str = NO_DYNAMICS) -> Scenario:
     """One run's world. A synthetic ``workload`` is generated with ``seed`` at ``load`` times its target load; a
     trace is cut to ``window`` (first job index, number of jobs; submit times kept) and its inter-arrival times
-    divided by ``load``. ``cluster`` as :func:`scenario_cluster`; the runtime model is the workload's default."""
-    world = plan(workload, cluster, load, window)
+    divided by ``load``. ``cluster`` as :func:`scenario_cluster`; the runtime model is the workload's default;
+    ``dynamics`` names the failures and outages, drawn with ``seed``."""
+    world = plan(workload, cluster, load, window, dynamics)
     jobs = world.workload
     if jobs is None:
         assert world.synthetic is not None
         jobs = generate(world.synthetic, seed=seed, capacity_gpus=world.cluster.n_gpus)
-    return Scenario(world.cluster, jobs, world.runtime)
+    return Scenario(world.cluster, jobs, world.runtime, dataclasses.replace(world.dynamics, seed=seed))

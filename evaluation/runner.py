@@ -19,6 +19,7 @@ from agents.peer_policy import is_model_name, parse_model_name
 from baselines import make
 from baselines.registry import RLS_PREFIX
 from envs.core import ConfigError, JobLog, summarize
+from envs.core.dynamics import NO_DYNAMICS
 from envs.peer.engine import run_sequence
 from envs.peer.joblog import peer_log
 from envs.peer.swf import PeerTrace, peer_trace_once
@@ -41,6 +42,7 @@ class RunSpec:
     load: float = 1.0  # load factor: synthetic target load × load, or trace inter-arrivals ÷ load
     window: tuple[int, int] | None = None  # (first job index, number of jobs) of a trace
     label: str | None = None  # workload name in the tables (default: derived from the spec)
+    dynamics: str = NO_DYNAMICS  # failures and outages: a scenario name or YAML path, drawn with the seed
 
     @property
     def peer(self) -> bool:
@@ -56,7 +58,13 @@ class RunSpec:
         name = trace.name if trace is not None else self.workload
         window = f"[{self.window[0]}:{self.window[0] + self.window[1]}]" if self.window else ""
         load = f"@{self.load:g}" if self.load != 1.0 else ""
-        return f"{name}{window}{load}"
+        dynamics = f" ({self.dynamics_label})" if self.dynamics != NO_DYNAMICS else ""
+        return f"{name}{window}{load}{dynamics}"
+
+    @property
+    def dynamics_label(self) -> str:
+        """The dynamics scenario's name in result tables (a YAML path's file stem)."""
+        return Path(self.dynamics).stem if self.dynamics.endswith((".yaml", ".yml")) else self.dynamics
 
 
 class TimedPolicy:
@@ -84,9 +92,9 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
     if spec.peer:
         log, latencies = _run_peer(spec)
     else:
-        world = scenario(spec.workload, spec.cluster, spec.seed, spec.load, spec.window)
+        world = scenario(spec.workload, spec.cluster, spec.seed, spec.load, spec.window, spec.dynamics)
         policy = TimedPolicy(_policy(spec.policy))
-        log = simulate(world.cluster, world.workload, policy, world.runtime)
+        log = simulate(world.cluster, world.workload, policy, world.runtime, world.dynamics)
         latencies = policy.latencies_s
     p50, p99 = np.percentile(latencies, [50, 99]) * 1e6 if latencies else (0.0, 0.0)
     row = {"policy": spec.policy, "workload": spec.workload_label, "cluster": log.cluster_name, "seed": spec.seed,
@@ -138,9 +146,12 @@ def check(spec: RunSpec, policy: bool = True, world: bool = True) -> None:
     peer = spec.peer
     if world:
         if peer:
+            if spec.dynamics != NO_DYNAMICS:
+                raise ConfigError(f"policy {spec.policy!r}: the peer engine has no failures or outages "
+                                  f"(scenario {spec.dynamics!r}); use one of our own policies")
             _peer_window(spec)
         else:
-            plan(spec.workload, spec.cluster, spec.load, spec.window)
+            plan(spec.workload, spec.cluster, spec.load, spec.window, spec.dynamics)
     if policy:
         name = spec.policy.strip()[len(RLS_PREFIX):] if peer else spec.policy
         if peer and is_model_name(name):

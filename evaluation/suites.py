@@ -8,14 +8,19 @@
 - ``rlscheduler``: the RL batch-scheduling protocol on an SWF trace: 10 sequences of 1024 jobs drawn as the peer
   draws them (or ``--starts``/``--length``); the peer's five orders with and without its backfill on the peer
   engine, beside our orders with EASY and conservative backfilling on our simulator. Sequence i is "seed" i.
+
+Every suite runs under each dynamics scenario asked for (``--scenario none,low``): the same runs, with the
+scenario's failures and outages drawn from each run's seed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from envs.core import ConfigError
+from envs.core.dynamics import NO_DYNAMICS
 from envs.peer.engine import peer_start_indices
 from envs.peer.swf import peer_trace_once
 from envs.scenario import trace_spec
@@ -39,8 +44,17 @@ compression tried (up to ×5,000), so that part of the suite compares placement 
 
 def suite_specs(suite: str, policies: Sequence[str] | None = None, workloads: Sequence[str] = (),
                 cluster: str | None = None, seeds: Sequence[int] = (0, 1, 2), loads: Sequence[float] = (1.0,),
-                starts: Sequence[int] | None = None, length: int = 1024) -> list[RunSpec]:
-    """The runs of ``suite``; arguments override its defaults."""
+                starts: Sequence[int] | None = None, length: int = 1024,
+                dynamics: Sequence[str] = (NO_DYNAMICS,)) -> list[RunSpec]:
+    """The runs of ``suite`` under each of the ``dynamics`` scenarios (failures, outages); arguments override its
+    defaults."""
+    specs = _suite_specs(suite, policies, workloads, cluster, seeds, loads, starts, length)
+    return [dataclasses.replace(spec, dynamics=d) for d in dynamics for spec in specs]
+
+
+def _suite_specs(suite: str, policies: Sequence[str] | None, workloads: Sequence[str], cluster: str | None,
+                 seeds: Sequence[int], loads: Sequence[float], starts: Sequence[int] | None,
+                 length: int) -> list[RunSpec]:
     if suite == "default":
         specs = []
         for w in workloads or ("default",):

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from paths import LUBLIN, ROOT
 
+from envs.core import ConfigError
 from evaluation.backends import execute
 from evaluation.report import write_csv
+from evaluation.runner import check
 from evaluation.suites import suite_specs
 
 SMALL = ["--workload", "small", "--cluster", "tiny", "--seeds", "0,1", "--policies", "fifo,sjf+easy/pack"]
@@ -108,3 +110,30 @@ def test_default_suite_runs_windows_of_a_trace_workload_with_starts():
                                    for i, start in enumerate((10, 50)))
     synthetic = [(s.seed, s.window) for s in specs if s.workload == "small"]
     assert synthetic == [(7, None)] * 4  # generator workloads keep their seeds, windows apply to traces only
+
+
+def test_scenarios_run_the_same_runs_under_failures_and_outages(tmp_path):
+    # Two policies under "flaky": each seed's failures and outages are the same for both (drawn from the seed), so
+    # the scheduler's downtime, which no policy can change while jobs remain, agrees within a seed when both runs
+    # last past the same outages; the static rows are those of a run without --scenario.
+    scenario = tmp_path / "down.yaml"
+    scenario.write_text("outages: {windows: [[600, 1800]]}\nfailures: {node_mtbf_s: 20000, mttr_s: 600}\n")
+    done = evaluate(*SMALL, "--scenario", f"none,{scenario}", "--out", str(tmp_path / "out"), "--no-plots")
+    assert "| fifo | small (down) | 2 |" in done.stdout and "| fifo | small | 2 |" in done.stdout
+    rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
+    down = [r for r in rows if r["workload"] == "small (down)"]
+    assert len(down) == 4 and all(float(r["scheduler_downtime_s"]) == 1800 for r in down)
+    assert all(float(r["failed_gpu_hours"]) > 0 for r in down)
+    evaluate(*SMALL, "--out", str(tmp_path / "static"), "--no-plots")
+    plain = list(csv.DictReader((tmp_path / "static" / "results.csv").open()))
+    assert [r for r in rows if r["workload"] == "small"] == plain
+
+
+def test_unknown_scenarios_and_peer_runs_with_dynamics_are_refused():
+    bad = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), *SMALL, "--scenario", "nope"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "scenario 'nope': no such scenario (known: flaky, high, low, none, outages)" \
+        in bad.stderr
+    specs = suite_specs("rlscheduler", ["rls:fcfs"], [f"swf:{LUBLIN}"], starts=[0], length=16, dynamics=["low"])
+    with pytest.raises(ConfigError, match="the peer engine has no failures or outages"):
+        check(specs[0])
