@@ -139,6 +139,15 @@ class F1(_KeyOrder):
                           + 870.0 * math.log10(max(j.submit_time_s, MIN_TIME_S)))
 
 
+class PriorityOrder(_KeyOrder):
+    """Priority class: job priority descending (Kubernetes' queue order: priority, then creation time)."""
+
+    name = "priority"
+
+    def key(self, now_s: float) -> Callable[[Job], float]:
+        return lambda j: -j.priority
+
+
 class FairShareOrder:
     """Slurm classic fair share: the job's account's factor F = 2^(-U/S) highest first, then age (older first).
 
@@ -230,6 +239,7 @@ ORDERS: dict[str, Callable[..., Order]] = {
     "wfp3": Wfp3,
     "unicep": Unicep,
     "f1": F1,
+    "priority": PriorityOrder,
     "fairshare": FairShareOrder,
     "multifactor": MultifactorOrder,
 }

@@ -1,6 +1,8 @@
-"""Policy names: ``ORDER[+BACKFILL][/PLACEMENT]`` for our own schedulers, ``rls:...`` for the peer-compatible ones.
+"""Policy names: ``ORDER[+BACKFILL][/PLACEMENT][+preempt]`` for our own schedulers, ``rls:...`` for the
+peer-compatible ones.
 
 Examples: ``fcfs`` (= ``fcfs+none/firstfit``), ``sjf+easy``, ``fairshare+conservative/topology``,
+``priority+easy/pack+preempt`` (the same scheduler, plus Kubernetes' preemption when its top job cannot be placed),
 ``rls:wfp3-peer+rlsbackfill``. Names are case-insensitive; unknown parts raise :class:`~envs.core.errors.ConfigError`
 listing the known ones.
 """
@@ -11,6 +13,7 @@ from typing import Any
 
 from baselines.backfill import BACKFILL_DOCS, Scheduler
 from baselines.orders import ORDER_DOCS, make_order
+from baselines.preemption import PREEMPT_DOC, PREEMPT_SUFFIX, Preemptive
 from baselines.rls import RLS_DOCS, rls_policy
 from envs.core.errors import ConfigError
 from envs.placement import PLACEMENT_DOCS, get_placement_rule
@@ -20,8 +23,9 @@ RLS_PREFIX = "rls:"
 
 
 def parse(name: str) -> tuple[str, str, str]:
-    """(order, backfill, placement) of an ``ORDER[+BACKFILL][/PLACEMENT]`` name, defaults filled in."""
-    text = name.strip().lower()
+    """(order, backfill, placement) of an ``ORDER[+BACKFILL][/PLACEMENT][+preempt]`` name, defaults filled in (the
+    ``+preempt`` suffix, if any, is :func:`make`'s)."""
+    text = name.strip().lower().removesuffix(PREEMPT_SUFFIX)
     head, _, placement = text.partition("/")
     order, _, backfill = head.partition("+")
     placement, backfill = placement or "firstfit", backfill or "none"
@@ -45,7 +49,8 @@ def make(name: str, **order_params: Any) -> Any:
     order, backfill, placement = parse(name)
     canonical = order + ("" if backfill == "none" else f"+{backfill}") + ("" if placement == "firstfit"
                                                                          else f"/{placement}")
-    return Scheduler(canonical, make_order(order, **order_params), backfill, get_placement_rule(placement))
+    scheduler = Scheduler(canonical, make_order(order, **order_params), backfill, get_placement_rule(placement))
+    return Preemptive(scheduler) if name.strip().lower().endswith(PREEMPT_SUFFIX) else scheduler
 
 
 def catalogue() -> str:
@@ -54,9 +59,10 @@ def catalogue() -> str:
                  ORDER_DOCS),
                 ("Backfilling (+BACKFILL, default none)", BACKFILL_DOCS),
                 ("Placement rules (/PLACEMENT, default firstfit)", PLACEMENT_DOCS),
+                ("Preemption (a +preempt suffix, after the rest of the name)", {"+preempt": PREEMPT_DOC}),
                 ("Peer compatibility (rls:ORDER[/BY@FRACTION][+rlsbackfill], SWF traces only)", RLS_DOCS)]
-    lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT], e.g. sjf+easy/topology; "
-             "or rls:ORDER[/BY@FRACTION][+rlsbackfill]."]
+    lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT][+preempt], e.g. sjf+easy/topology or "
+             "priority+easy/pack+preempt; or rls:ORDER[/BY@FRACTION][+rlsbackfill]."]
     for title, docs in sections:
         lines.append(f"\n{title}:")
         width = max(map(len, docs))

@@ -64,7 +64,7 @@ class ResourceState:
         return ResourceState(self._view, free, cpu, ram, self.time_s)
 
 
-def _node_holdings(cluster: ClusterSpec, job: Job, gpus: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
+def node_holdings(cluster: ClusterSpec, job: Job, gpus: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
     """(CPU [milli-cores], RAM [MiB]) that ``job`` holds on each node when it runs on ``gpus``."""
     counts = np.bincount(cluster.gpu_node[gpus], minlength=cluster.n_nodes)
     return (np.where(cluster.cpu_modelled, counts * job.cpu_milli_per_gpu, 0),
@@ -74,7 +74,7 @@ def _node_holdings(cluster: ClusterSpec, job: Job, gpus: np.ndarray | slice) -> 
 def _holdings_removed(state: ResourceState, job: Job, gpus: np.ndarray) -> tuple[np.ndarray, ...]:
     free = state.gpu_free_milli.copy()
     free[gpus] -= job.gpu_milli
-    cpu_held, ram_held = _node_holdings(state.cluster, job, gpus)
+    cpu_held, ram_held = node_holdings(state.cluster, job, gpus)
     return free, state.node_free_cpu_milli - cpu_held, state.node_free_ram_mib - ram_held
 
 
@@ -100,7 +100,7 @@ def _releases(view: View) -> Iterator[tuple[float, np.ndarray, np.ndarray, np.nd
             free[index] += job.gpu_milli
             whole += int((free[index] == MILLI_PER_GPU).sum()) - before
             if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
-                cpu_held, ram_held = _node_holdings(c, job, index)
+                cpu_held, ram_held = node_holdings(c, job, index)
                 cpu += cpu_held
                 ram += ram_held
             i += 1
@@ -178,7 +178,7 @@ class AvailabilityProfile:
         self._breakpoint(start_s)
         end_s = start_s + duration_s
         self._breakpoint(end_s)
-        cpu_held, ram_held = _node_holdings(self._view.cluster, job, gpus)
+        cpu_held, ram_held = node_holdings(self._view.cluster, job, gpus)
         for i in range(bisect.bisect_left(self.times, start_s), bisect.bisect_left(self.times, end_s)):
             free, cpu, ram = self._arrays[i]
             free[gpus] -= sign * job.gpu_milli
