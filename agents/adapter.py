@@ -12,11 +12,11 @@ from typing import Any
 from agents.model_file import load_model, run_config
 from envs.core import ConfigError, RuntimeConfig
 from envs.gymenv import EnvConfig
-from envs.gymenv.actions import action_mask, decode_action
+from envs.gymenv.actions import PreemptSlot, action_mask, decode_action
 from envs.gymenv.observation import ObservationEncoder
 from envs.placement import PLACEMENT_RULES
 from envs.registration import PEER_ENV_ID
-from envs.sim import WAIT, Action, Start, View
+from envs.sim import WAIT, Action, Preempt, Start, View
 
 
 class ModelPolicy:
@@ -40,7 +40,8 @@ class ModelPolicy:
             self._encoder.start_episode()
 
     def act(self, view: View) -> Action:
-        """The model's choice among the legal (slot, rule) starts now, or Wait when none is legal."""
+        """The model's choice among the legal (slot, rule) starts and, for a model trained with preemption, the
+        legal preemptions of its running slots now; Wait when none is legal."""
         if self._encoder is None or self._encoder.cluster is not view.cluster:
             self._encoder = ObservationEncoder(view.cluster, self.config, self._runtime, self._rules)
             trained = {k: box.shape for k, box in self.model.observation_space.spaces.items()}
@@ -50,15 +51,18 @@ class ModelPolicy:
                                   f"{view.cluster.name!r} gives {here} (evaluate it on the cluster it was trained on)")
         slot_jobs = self._encoder.visible(view)
         plans = self._encoder.plan(view, slot_jobs)
-        mask = action_mask(self.config, plans, view.events_left)
+        running = self._encoder.running(view) if self.config.preemption else []
+        mask = action_mask(self.config, plans, view.events_left, running=running, view=view)
         if not mask[:-1].any():
             return WAIT
         obs = self._encoder.encode(view, slot_jobs, plans)
         action, _ = self.model.predict(obs, action_masks=mask, deterministic=True)
-        start = decode_action(self.config, int(action))
-        if start is None:
+        choice = decode_action(self.config, int(action))
+        if choice is None:
             return WAIT
-        slot, rule = start
+        if isinstance(choice, PreemptSlot):
+            return Preempt(running[choice.slot].job.job_id)
+        slot, rule = choice
         return Start(slot_jobs[slot].job_id, plans[slot][rule])
 
 

@@ -31,7 +31,7 @@ def heuristic_metrics(env: gym.Env, name: str) -> dict[str, float]:
     if isinstance(env, PeerSchedEnv):
         choose, _ = make(f"rls:{name}")
         return {"avg_bsld": run_sequence(env.jobs, env.trace.machine, choose, env.config.backfill).avg_bsld}
-    return summarize(simulate(env.cluster, env.workload, make(name), env.runtime))
+    return summarize(simulate(env.cluster, env.workload, make(name), env.runtime, env.dynamics))
 
 
 class EvalScalars(BaseCallback):

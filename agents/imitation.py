@@ -56,7 +56,7 @@ class HeuristicTeacher:
                 if mask[start_action(config, slot, rule)]:
                     return start_action(config, slot, rule)
         wait = wait_action(config)
-        return wait if mask[wait] else int(np.flatnonzero(mask)[0])
+        return wait if mask[wait] else int(np.flatnonzero(mask[:config.n_starts])[0])  # Wait masked: a start is legal
 
 
 class PeerTeacher:

@@ -5,7 +5,8 @@ each run (and, with ``--every-action``, after every action), violations counted.
 
 A scenario is a random cluster (up to 64 nodes of mixed sizes), a random workload (up to 300 jobs, fractional
 shares, datasets, priorities, checkpoints, every kind of need) and a random runtime model (every switch on or off,
-``kill_at_walltime`` included), with ``--dynamics`` random failures, repairs, outages and preemptions, from one seed (``seed + i`` for scenario i), so any scenario can be replayed alone; the generators and
+``kill_at_walltime`` included), with ``--dynamics`` random failures, repairs, outages and preemptions, from one
+seed (``seed + i`` for scenario i), so any scenario can be replayed alone; the generators and
 the random driver are the property tests' own (``tests/strategies.py``, which needs the ``dev`` extra). Prints one
 JSON object: scenarios, jobs, violations, the first few violating seeds with their first violation, and the wall
 time [s].
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"scenarios": args.scenarios, "jobs": sum(n for _, n, _ in results),
                       "violations": sum(len(found) for _, found in bad), "violating_scenarios": len(bad),
                       "first": [{"seed": seed, "violation": found[0]} for seed, found in bad[:5]],
-                      "every_action": args.every_action, "dynamics": args.dynamics, "wall_s": round(time.perf_counter() - t0, 1)}))
+                      "every_action": args.every_action, "dynamics": args.dynamics,
+                      "wall_s": round(time.perf_counter() - t0, 1)}))
     return 1 if bad else 0
 
 

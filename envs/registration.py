@@ -1,6 +1,7 @@
 """Registered env ids under the ``gpusched/`` namespace (registered on ``import envs``).
 
-Variants differ only in kwargs (EnvConfig fields). The trace variants need the trace's path:
+Variants differ only in kwargs (EnvConfig fields); failures and outages (``scenario=``) apply to any of them. The
+trace variants need the trace's path:
 ``gym.make("gpusched/SWF-v0", workload="swf:../shared/traces/lublin-synthetic/lublin_256.swf")``.
 In a process that has not imported ``envs`` (e.g. a ``SubprocVecEnv`` worker), prefix the id with the module:
 ``gym.make("envs:gpusched/GPUCluster-v0")`` imports it and so registers the ids.
@@ -25,6 +26,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "gpusched/GPUCluster-PriorityOnly-v0": {"placement_rules": ("pack",)},
     # The agent picks which job to reserve for next; EASY backfilling fills the holes (placement: pack).
     "gpusched/GPUCluster-BackfillAssisted-v0": {"backfill_assist": True, "placement_rules": ("pack",)},
+    # R more actions: preempt one of the R most recently started running jobs (it requeues); a "running" key.
+    "gpusched/GPUCluster-Preemptive-v0": {"preemption": True},
     # Trace replays (give workload="FORMAT:PATH") on the trace's own cluster (SWF's machine, openb's node list,
     # philly-like for Philly); SWF with the rigid runtime model and first-fit.
     "gpusched/SWF-v0": {"workload": "swf:", "cluster": "auto", "runtime_model": "rigid",

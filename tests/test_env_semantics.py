@@ -32,9 +32,17 @@ def masked_random_episode(env: gym.Env, rng: np.random.Generator, check_masks: b
 
 
 def check_mask_against_simulator(env, mask: np.ndarray) -> None:
-    """Every unmasked Start is accepted by the simulator; every masked one could not start at all."""
-    sim, p = env._sim, len(env.config.placement_rules)
-    for action in range(env.config.n_actions - 1):
+    """Every unmasked Start is accepted by the simulator; every masked one could not start at all. Every unmasked
+    Preempt is accepted by the simulator, every masked one refused (or its running slot is empty)."""
+    sim, p, config = env._sim, len(env.config.placement_rules), env.config
+    for r in range(config.n_preempts):
+        running = env._running[r] if r < len(env._running) else None
+        if mask[config.n_starts + r]:
+            sim.check_preempt(running.job.job_id)  # raises if refused
+        elif running is not None:
+            with pytest.raises(ActionRefused):
+                sim.check_preempt(running.job.job_id)
+    for action in range(config.n_starts):
         slot, rule = divmod(action, p)
         if mask[action] and env._plans[slot][rule] is not None:
             job = env._slot_jobs[slot]
@@ -47,12 +55,14 @@ def check_mask_against_simulator(env, mask: np.ndarray) -> None:
                 assert not usable_gpu_mask(sim.view, job).any()
             else:
                 assert usable_gpus_per_node(sim.view, job).sum() < job.n_gpus
-    assert mask[-1] == (sim.events_left and not (env.config.work_conserving and mask[:-1].any()))
+    assert mask[-1] == (sim.events_left and not (config.work_conserving and mask[:config.n_starts].any()))
 
 
 @pytest.mark.parametrize(("env_id", "kwargs"), [
     ("gpusched/GPUCluster-Tiny-v0", {}), ("gpusched/GPUCluster-v0", {}),
-    ("gpusched/GPUCluster-BackfillAssisted-v0", {}), ("gpusched/GPUCluster-v0", {"work_conserving": True})])
+    ("gpusched/GPUCluster-BackfillAssisted-v0", {}), ("gpusched/GPUCluster-v0", {"work_conserving": True}),
+    ("gpusched/GPUCluster-Preemptive-v0", {"scenario": "high", "work_conserving": True}),
+    ("gpusched/GPUCluster-Preemptive-v0", {"cluster": "tiny", "workload": "small", "scenario": "flaky"})])
 def test_masks_agree_with_the_simulator_on_random_states(env_id, kwargs):
     env = gym.make(env_id, episode_jobs=40, **kwargs)
     rng = np.random.default_rng(0)

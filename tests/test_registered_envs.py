@@ -127,6 +127,15 @@ def test_masked_random_rollout_ends_the_episode_with_its_metrics(env_id, make):
     assert env.observation_space.contains(obs)
 
 
+@pytest.mark.parametrize("env_id", [env_id for env_id in ENV_CASES if env_id != PEER_ENV_ID])
+def test_every_variant_takes_a_scenario_of_failures_and_outages(env_id, make):
+    env = make(env_id, scenario="flaky")
+    assert env.unwrapped.dynamics is None and env.observation_space["cluster"].shape[1] == 7  # + health
+    *_, (_, obs, _, terminated, truncated, info) = rollout(env, seed=5, max_steps=5000)
+    assert terminated and not truncated and env.observation_space.contains(obs)
+    assert env.unwrapped.dynamics.name == "flaky" and "episode_metrics" in info
+
+
 @pytest.mark.parametrize("vec_cls", [DummyVecEnv, SubprocVecEnv])
 def test_vector_envs_expose_action_masks(vec_cls):
     # "envs:" makes Gymnasium import the package (and so register the ids) inside each subprocess

@@ -1,33 +1,58 @@
-"""The env's action layout: ``Discrete(K·P + 1)``, a Start per (visible slot, placement rule) and Wait last.
+"""The env's action layout: ``Discrete(K·P + R + 1)``, a Start per (visible slot, placement rule), a Preempt per
+visible running slot (R = ``running_slots`` with ``preemption``, else 0) and Wait last.
 
-Action ``k·P + p`` starts the job in slot k with rule p; action ``K·P`` is Wait. :func:`action_mask` is the one
-definition of which actions are legal, shared by the env and by trained models replayed as policies
-(:class:`agents.adapter.ModelPolicy`).
+Action ``k·P + p`` starts the job in slot k with rule p; action ``K·P + r`` preempts the running job in running
+slot r; action ``K·P + R`` is Wait. :func:`action_mask` is the one definition of which actions are legal, shared by
+the env and by trained models replayed as policies (:class:`agents.adapter.ModelPolicy`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from envs.gymenv.config import EnvConfig
 from envs.gymenv.observation import Placement
+from envs.sim.state import RunningJob
+from envs.sim.view import View
 
 
-def action_mask(config: EnvConfig, plans: Sequence[Sequence[Placement]], events_left: bool,
-                done: bool = False) -> np.ndarray:
-    """The legal actions, given each visible job's placement by each rule (``plans[slot][rule]``, None: no room).
+class StartSlot(NamedTuple):
+    """A Start action: the job in visible ``slot`` with placement rule ``config.placement_rules[rule]``."""
+
+    slot: int
+    rule: int
+
+
+class PreemptSlot(NamedTuple):
+    """A Preempt action: the running job in visible running ``slot``."""
+
+    slot: int
+
+
+def action_mask(config: EnvConfig, plans: Sequence[Sequence[Placement]], events_left: bool, done: bool = False,
+                running: Sequence[RunningJob] = (), view: View | None = None) -> np.ndarray:
+    """The legal actions, given each visible job's placement by each rule (``plans[slot][rule]``, None: no room)
+    and, with ``preemption``, the jobs in the running slots (``running``, in slot order).
 
     A Start is legal iff its rule finds room for the job now, or, with ``backfill_assist``, iff its slot holds a
-    job. Wait is legal when some event is still to come (``events_left``) and, with ``work_conserving``, no Start
-    is legal; once the episode is ``done`` only Wait is marked, so that the mask is never empty.
+    job. A Preempt is legal iff its running slot holds a job that the ``view`` says may be preempted now
+    (:meth:`~envs.sim.view.View.preempt_refusal`, the simulator's own rule: preemptible, scheduler up). Wait is
+    legal when some event is still to come (``events_left``) and, with ``work_conserving``, no Start is legal; once
+    the episode is ``done`` only Wait is marked, so that the mask is never empty.
     """
     mask = np.zeros(config.n_actions, dtype=bool)
     for slot, plan in enumerate(plans):
         for rule, gpus in enumerate(plan):
             mask[start_action(config, slot, rule)] = config.backfill_assist or gpus is not None
-    mask[wait_action(config)] = done or (events_left and not (config.work_conserving and bool(mask[:-1].any())))
+    if config.preemption and running:
+        assert view is not None, "running slots need the view"
+        for slot, run in enumerate(running):
+            mask[preempt_action(config, slot)] = view.preempt_refusal(run.job.job_id) is None
+    some_start = bool(mask[:config.n_starts].any())
+    mask[wait_action(config)] = done or (events_left and not (config.work_conserving and some_start))
     return mask
 
 
@@ -36,13 +61,20 @@ def start_action(config: EnvConfig, slot: int, rule: int) -> int:
     return slot * len(config.placement_rules) + rule
 
 
+def preempt_action(config: EnvConfig, slot: int) -> int:
+    """The action that preempts the running job in visible running ``slot`` (needs ``preemption``)."""
+    return config.n_starts + slot
+
+
 def wait_action(config: EnvConfig) -> int:
     """The Wait action (the last one)."""
     return config.n_actions - 1
 
 
-def decode_action(config: EnvConfig, action: int) -> tuple[int, int] | None:
-    """(slot, rule index) of a Start action, or None for Wait; ``action`` must be in ``0 .. n_actions - 1``."""
+def decode_action(config: EnvConfig, action: int) -> StartSlot | PreemptSlot | None:
+    """What ``action`` (in ``0 .. n_actions - 1``) does: a Start, a Preempt, or None for Wait."""
     if action == wait_action(config):
         return None
-    return divmod(action, len(config.placement_rules))
+    if action >= config.n_starts:
+        return PreemptSlot(action - config.n_starts)
+    return StartSlot(*divmod(action, len(config.placement_rules)))

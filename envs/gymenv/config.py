@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.core.dynamics import DynamicsConfig, load_dynamics
 from envs.core.errors import ConfigError, check_keys
 from envs.core.runtime import RUNTIME_MODELS
 from envs.placement import get_placement_rule
@@ -30,6 +31,9 @@ class EnvConfig:
     placement_rules: tuple[str, ...] = ("pack", "spread", "topology")  # P rules, see envs.placement
     backfill_assist: bool = False  # a Start of a job that does not fit reserves it; EASY backfills the rest
     work_conserving: bool = False  # Wait is masked while some Start is legal: GPUs never idle on purpose
+    scenario: str = "none"  # failures and outages: a name under configs/scenarios/ (none, low, high, ...) or YAML path
+    preemption: bool = False  # R more actions, one per running slot: preempt that job (it requeues); adds "running"
+    running_slots: int = 8  # R: running jobs visible with preemption, most recently started first (then job id)
     reward_weights: Mapping[str, float] = field(default_factory=lambda: {"wait": 1.0, "utilization": 0.0})
     """Weight of each reward term (missing terms weigh 0; see Rewards)."""
     wait_scale_s: float = 3600.0  # the wait term pays -1 per job-hour of waiting [s]
@@ -44,16 +48,17 @@ class EnvConfig:
     max_dataset_obs_gib: float = 1000.0  # dataset size that maps to 1.0 (log scale) [GiB]
     max_priority_obs: int = 4  # priority class that maps to 1.0
     ending_soon_obs_s: float = 3600.0  # horizon of the "ending_soon" feature (expected ends within it) [s]
+    max_service_obs_gpu_s: float = 64 * 7 * 86400.0  # attained service that maps to 1.0 (log scale) [GPU-s]
 
     def __post_init__(self) -> None:
         if not isinstance(self.placement_rules, tuple):
             object.__setattr__(self, "placement_rules", tuple(self.placement_rules))
-        for key in ("episode_jobs", "slots", "max_queue_obs", "max_priority_obs"):
+        for key in ("episode_jobs", "slots", "running_slots", "max_queue_obs", "max_priority_obs"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"env.{key}: must be an integer >= 1, got {value!r}")
         for key in ("wait_scale_s", "load_factor", "max_wait_obs_s", "max_runtime_obs_s", "max_dataset_obs_gib",
-                    "ending_soon_obs_s"):
+                    "ending_soon_obs_s", "max_service_obs_gpu_s"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"env.{key}: must be a number > 0, got {value!r}")
@@ -77,6 +82,20 @@ class EnvConfig:
             raise ConfigError(f"env.train_fraction: must be in (0, 1), got {self.train_fraction!r}")
         if not self.max_overestimate >= 1:
             raise ConfigError(f"env.max_overestimate: must be >= 1, got {self.max_overestimate!r}")
+        if not isinstance(self.preemption, bool):
+            raise ConfigError(f"env.preemption: must be true or false, got {self.preemption!r}")
+        if not isinstance(self.scenario, str):
+            raise ConfigError(f"env.scenario: must be a scenario name or a YAML path, got {self.scenario!r}")
+        try:
+            dynamics = load_dynamics(self.scenario)
+        except ConfigError as exc:
+            raise ConfigError(f"env.scenario: {exc}") from exc
+        object.__setattr__(self, "_dynamics", dynamics)  # loaded once; not a field (replace() reloads it)
+
+    @property
+    def dynamics(self) -> DynamicsConfig:
+        """The scenario's failures and outages (seed 0: each episode draws its own seed, see EpisodeSource)."""
+        return self._dynamics  # type: ignore[attr-defined]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnvConfig:
@@ -89,6 +108,16 @@ class EnvConfig:
         return dataclasses.replace(self, **overrides)
 
     @property
+    def n_starts(self) -> int:
+        """K · P: the Start actions, one per (visible slot, placement rule)."""
+        return self.slots * len(self.placement_rules)
+
+    @property
+    def n_preempts(self) -> int:
+        """R with ``preemption``, else 0: the Preempt actions, one per visible running slot."""
+        return self.running_slots if self.preemption else 0
+
+    @property
     def n_actions(self) -> int:
-        """K · P + 1: a (slot, placement rule) pair per Start, plus Wait (the last action)."""
-        return self.slots * len(self.placement_rules) + 1
+        """K · P Starts, then R Preempts (with ``preemption``), then Wait (the last action)."""
+        return self.n_starts + self.n_preempts + 1

@@ -1,17 +1,28 @@
-"""Where the env's episodes come from: a generated workload per episode, or a window of M jobs of a trace."""
+"""Where the env's episodes come from: a generated workload per episode, or a window of M jobs of a trace, and
+the scenario's failures and outages with a seed of the episode's own."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
+from envs.core.dynamics import DynamicsConfig
 from envs.core.errors import ConfigError
 from envs.core.runtime import RuntimeConfig
 from envs.gymenv.config import EnvConfig
 from envs.scenario import load_trace_once, scenario_cluster, synthetic_config, trace_spec
+from envs.sim.dynamics import Timeline
 from envs.workload.synthetic import generate
 from envs.workload.table import Workload
+
+
+class Episode(NamedTuple):
+    """What one episode replays: its jobs, and the failures and outages the cluster goes through."""
+
+    workload: Workload
+    dynamics: DynamicsConfig
 
 
 class EpisodeSource:
@@ -31,6 +42,11 @@ class EpisodeSource:
                                                   n_jobs=config.episode_jobs)
         self.cluster = scenario_cluster(config.cluster, trace, self._trace)
         self.runtime = RuntimeConfig.named(config.runtime_model)
+        if config.dynamics.active:  # explicit failures must name nodes and GPUs of this cluster
+            try:
+                Timeline(config.dynamics, self.cluster, 0.0).initial()
+            except ConfigError as exc:
+                raise ConfigError(f"env.scenario: {exc}") from exc
 
     def _load_trace(self, fmt: str, path: str) -> Workload:
         config = self.config
@@ -47,8 +63,16 @@ class EpisodeSource:
             )
         return workload
 
-    def sample(self, rng: np.random.Generator) -> Workload:
-        """The workload of one episode, drawn with ``rng``."""
+    def sample(self, rng: np.random.Generator) -> Episode:
+        """One episode, drawn with ``rng``: the workload first, then (only when the scenario has failures or
+        outages, so that a static env's episodes are those it always had) the seed of the dynamics."""
+        dynamics = self.config.dynamics
+        workload = self._sample_workload(rng)
+        if dynamics.active:
+            dynamics = dataclasses.replace(dynamics, seed=int(rng.integers(2**31)))
+        return Episode(workload, dynamics)
+
+    def _sample_workload(self, rng: np.random.Generator) -> Workload:
         config = self.config
         if self._trace is None:
             return generate(self._synthetic, seed=int(rng.integers(2**31)), capacity_gpus=self.cluster.n_gpus)

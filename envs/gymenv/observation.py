@@ -2,12 +2,15 @@
 
 Every array is float32 in [0, 1]. ``jobs`` has one row per visible slot (the first K pending jobs in queue order),
 ``placements`` one row per (slot, placement rule), ``cluster`` one row per node group (nodes of the same GPU type,
-size and rack), ``global`` a few scalars. The feature names below are the column order; the env's docstring
-documents each one's normalization.
+size and rack), ``global`` a few scalars; with ``preemption``, ``running`` has one row per running slot (the R most
+recently started running jobs, then by job id). The cluster rows gain a ``health`` column only when the scenario
+has failures, so a static env's observation is what it always was. The feature names below are the column order;
+the env's docstring documents each one's normalization.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from itertools import islice
@@ -19,13 +22,17 @@ from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.job import Job
 from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
 from envs.gymenv.config import EnvConfig
+from envs.sim.state import RunningJob
 from envs.sim.view import PlacementRule, View
 
 JOB_FEATURES = ("present", "gpus", "gpu_share", "estimate", "wait", "gpu_memory", "type_constrained",
                 "comm_sensitivity", "dataset", "priority", "preemptible", "fits_now")
 PLACEMENT_FEATURES = ("can_start", "topology_penalty", "speed", "nodes_per_gpu", "staging", "free_left_on_nodes")
 GROUP_FEATURES = ("free_gpus", "free_nodes", "largest_free_share", "free_cpu", "speed", "size")
+HEALTH_FEATURE = "health"
+"""The cluster column appended after GROUP_FEATURES when the scenario has failures."""
 GLOBAL_FEATURES = ("time_of_day", "queue_beyond_window", "queue", "utilization", "ending_soon", "running")
+RUNNING_FEATURES = ("present", "gpus", "elapsed", "attained", "since_checkpoint", "priority", "preemptible")
 
 Placement = np.ndarray | None
 """What a placement rule gives for one job: its GPUs, or None when it does not fit now."""
@@ -55,13 +62,18 @@ class ObservationEncoder:
         self.max_memory = float(cluster.type_memory_gib.max())
         self._log_gpus = math.log1p(cluster.n_gpus)
         self._static: dict[int, np.ndarray] = {}
+        self.group_features = GROUP_FEATURES + ((HEALTH_FEATURE,) if config.dynamics.failures.active else ())
+        """The cluster columns: GROUP_FEATURES, then ``health`` when the scenario has failures."""
         k, p = config.slots, len(self.rules)
-        self.space = spaces.Dict({
+        boxes = {
             "jobs": spaces.Box(0.0, 1.0, (k, len(JOB_FEATURES)), np.float32),
             "placements": spaces.Box(0.0, 1.0, (k, p, len(PLACEMENT_FEATURES)), np.float32),
-            "cluster": spaces.Box(0.0, 1.0, (self.n_groups, len(GROUP_FEATURES)), np.float32),
+            "cluster": spaces.Box(0.0, 1.0, (self.n_groups, len(self.group_features)), np.float32),
             "global": spaces.Box(0.0, 1.0, (len(GLOBAL_FEATURES),), np.float32),
-        })
+        }
+        if config.preemption:
+            boxes["running"] = spaces.Box(0.0, 1.0, (config.running_slots, len(RUNNING_FEATURES)), np.float32)
+        self.space = spaces.Dict(boxes)
 
     # ---- per episode -----------------------------------------------------------------------------------------
     def start_episode(self) -> None:
@@ -90,6 +102,14 @@ class ObservationEncoder:
     def visible(self, view: View) -> list[Job]:
         """The jobs in the K slots: the first K pending jobs, in queue order."""
         return list(islice(view.pending.values(), self.config.slots))
+
+    def running(self, view: View) -> list[RunningJob]:
+        """The jobs in the R running slots (with ``preemption``; none otherwise): the running jobs, most recently
+        started first, then by job id."""
+        if not self.config.preemption:
+            return []
+        return heapq.nsmallest(self.config.running_slots, view.running.values(),
+                               key=lambda r: (-r.start_time_s, r.job.job_id))
 
     def plan(self, view: View, slot_jobs: Sequence[Job]) -> list[list[Placement]]:
         """The allocation each rule would give each visible job now (None: it does not fit).
@@ -129,12 +149,36 @@ class ObservationEncoder:
             for rule, gpus in enumerate(plan):
                 if gpus is not None:
                     placements[slot, rule] = self._placement_features(view, job, gpus, shared)
-        return {
+        obs = {
             "jobs": jobs,
             "placements": placements,
             "cluster": self._cluster_features(view),
             "global": self._global_features(view),
         }
+        if self.config.preemption:
+            obs["running"] = self._running_features(view)
+        return obs
+
+    def _running_features(self, view: View) -> np.ndarray:
+        """One row per running slot (:meth:`running`); the env's docstring gives each feature's normalization."""
+        c = self.config
+        out = np.zeros((c.running_slots, len(RUNNING_FEATURES)), dtype=np.float32)
+        log_max_wait, log_max_service = math.log1p(c.max_wait_obs_s), math.log1p(c.max_service_obs_gpu_s)
+        now = view.time_s
+        for slot, run in enumerate(self.running(view)):
+            job = run.job
+            elapsed_s = now - run.start_time_s
+            interval_s = job.checkpoint_interval_s
+            if interval_s > 0:  # a restart first pays the overhead; staging (not in the view) counts as computing
+                overhead_s = c.dynamics.restart_overhead_s if job.job_id in view.history else 0.0
+                since = (max(0.0, elapsed_s - overhead_s) % interval_s) / interval_s
+            else:
+                since = 1.0  # never checkpoints: everything done in this run would be lost
+            out[slot] = (1.0, math.log1p(job.n_gpus) / self._log_gpus,
+                         min(1.0, math.log1p(elapsed_s) / log_max_wait),
+                         min(1.0, math.log1p(view.attained_gpu_s(job)) / log_max_service),
+                         since, min(1.0, max(0, job.priority) / c.max_priority_obs), float(job.preemptible))
+        return out
 
     def _placement_features(self, view: View, job: Job, gpus: np.ndarray, shared: dict[int, tuple]) -> list[float]:
         c, model = self.cluster, self.runtime
@@ -160,7 +204,7 @@ class ObservationEncoder:
     def _cluster_features(self, view: View) -> np.ndarray:
         free = view.node_free_gpus
         member = self._membership
-        out = np.empty((self.n_groups, len(GROUP_FEATURES)), dtype=np.float32)
+        out = np.empty((self.n_groups, len(self.group_features)), dtype=np.float32)
         out[:, 0] = member @ free / self.group_gpus
         out[:, 1] = member @ (free == self.cluster.node_n_gpus) / self.group_nodes
         out[:, 2] = np.maximum.reduceat(free[self._by_group], self._group_starts) / self.group_node_size
@@ -168,6 +212,12 @@ class ObservationEncoder:
         out[:, 3] = np.divide(cpu, self.group_cpu, out=np.ones(self.n_groups), where=self.group_cpu > 0)
         out[:, 4] = self.group_speed
         out[:, 5] = self.group_gpus / self.cluster.n_gpus
+        if len(self.group_features) > len(GROUP_FEATURES):  # health: the share of the group's GPUs that are down
+            if view.down_gpus:
+                up = np.add.reduceat(view.gpu_up, self.cluster.node_first_gpu[:-1], dtype=np.float64)
+                out[:, 6] = 1.0 - member @ up / self.group_gpus
+            else:
+                out[:, 6] = 0.0
         return np.clip(out, 0.0, 1.0, out=out)
 
     def _global_features(self, view: View) -> np.ndarray:

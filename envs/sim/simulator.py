@@ -148,16 +148,11 @@ class Simulator:
 
     def check_preempt(self, job_id: int) -> None:
         """Raise :class:`ActionRefused` if ``preempt(job_id)`` would be refused now; change nothing."""
-        s = self.state
-        running = s.running.get(job_id)
-        if running is None:
-            reason = RefusalReason.NOT_RUNNING if job_id in self._job_ids else RefusalReason.UNKNOWN_JOB
-            raise self._refuse(reason, job_id, "it is not running" if job_id in self._job_ids else "no job has this id",
-                               "preempt")
-        if not s.scheduler_up:
-            raise self._refuse(RefusalReason.SCHEDULER_DOWN, job_id, "the scheduler is down", "preempt")
-        if not running.job.preemptible:
-            raise self._refuse(RefusalReason.NOT_PREEMPTIBLE, job_id, "it is not preemptible", "preempt")
+        reason = self.view.preempt_refusal(job_id)
+        if reason is RefusalReason.NOT_RUNNING and job_id not in self._job_ids:
+            reason = RefusalReason.UNKNOWN_JOB
+        if reason is not None:
+            raise self._refuse(reason, job_id, _PREEMPT_REFUSALS[reason], "preempt")
 
     def preempt(self, job_id: int) -> None:
         """Interrupt running preemptible job ``job_id`` now (Slurm PreemptMode=REQUEUE): it keeps the work of its
@@ -569,6 +564,12 @@ class Simulator:
             if not all(hits):
                 staging_s = job.dataset_gib / model.staging_gib_per_s
         return speed, level, factor, staging_s
+
+
+_PREEMPT_REFUSALS = {RefusalReason.UNKNOWN_JOB: "no job has this id", RefusalReason.NOT_RUNNING: "it is not running",
+                     RefusalReason.SCHEDULER_DOWN: "the scheduler is down",
+                     RefusalReason.NOT_PREEMPTIBLE: "it is not preemptible"}
+"""What a refused preemption says, by reason."""
 
 
 def _partial(free_milli: int) -> int:

@@ -8,7 +8,7 @@ from types import MappingProxyType
 import numpy as np
 
 from envs.core.cluster import ClusterSpec
-from envs.core.job import Job
+from envs.core.job import Job, RefusalReason
 from envs.core.joblog import JobRecord
 from envs.sim.state import JobHistory, RunningJob, SimState
 
@@ -69,6 +69,18 @@ class View:
     def down_gpus(self) -> int:
         """Failed GPUs (those of failed nodes included)."""
         return self._state.down_gpus
+
+    def preempt_refusal(self, job_id: int) -> RefusalReason | None:
+        """Why preempting job ``job_id`` now would be refused (not running, scheduler down, not preemptible), or
+        None when it may be preempted: the simulator's rule, which action masks read too."""
+        running = self._state.running.get(job_id)
+        if running is None:
+            return RefusalReason.NOT_RUNNING
+        if not self._state.scheduler_up:
+            return RefusalReason.SCHEDULER_DOWN
+        if not running.job.preemptible:
+            return RefusalReason.NOT_PREEMPTIBLE
+        return None
 
     def executed_s(self, job_id: int) -> float:
         """Wall-clock time job ``job_id`` has held GPUs so far, over all its runs [s] (0 for a job never started)."""
