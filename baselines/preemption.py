@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from baselines.backfill import Scheduler
 from envs.core.job import Job
 from envs.sim.policy import Action, Preempt, Start, Wait
-from envs.sim.profile import ResourceState, node_holdings
+from envs.sim.profile import ResourceState
 from envs.sim.state import RunningJob
 from envs.sim.view import View
 
@@ -142,7 +142,9 @@ def candidates_for(view: View, job: Job, scheduler: Scheduler) -> Iterable[Candi
     if not potential:
         return
     c = view.cluster
-    freed = _released(view, potential)
+    freed = ResourceState.now(view)
+    for r in potential:
+        freed = freed.with_released(r.job, r.gpus.index)
     eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)
     if job.n_gpus > int(c.node_n_gpus[eligible].max(initial=0)):
         victims = _reprieve(view, job, scheduler, freed, potential, None)
@@ -181,19 +183,6 @@ def _reprieve(view: View, job: Job, scheduler: Scheduler, freed: ResourceState, 
         else:
             state = back
     return tuple(victims)
-
-
-def _released(view: View, runs: Iterable[RunningJob]) -> ResourceState:
-    """The view's free resources at this instant with ``runs`` gone (their GPU shares, CPU and RAM given back)."""
-    free = view.gpu_free_milli.copy()
-    cpu = view.node_free_cpu_milli.copy()
-    ram = view.node_free_ram_mib.copy()
-    for r in runs:
-        free[r.gpus.index] += r.job.gpu_milli
-        cpu_held, ram_held = node_holdings(view.cluster, r.job, r.gpus.index)
-        cpu += cpu_held
-        ram += ram_held
-    return ResourceState(view, free, cpu, ram, view.time_s)
 
 
 def _on_node(view: View, state: ResourceState, node: int | None) -> ResourceState:

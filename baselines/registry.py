@@ -3,6 +3,7 @@ peer-compatible ones.
 
 Examples: ``fcfs`` (= ``fcfs+none/firstfit``), ``sjf+easy``, ``fairshare+conservative/topology``,
 ``priority+easy/pack+preempt`` (the same scheduler, plus Kubernetes' preemption when its top job cannot be placed),
+``tiresias`` or ``tiresias/pack`` (Tiresias' 2D-LAS, a whole scheduler of its own: ``NAME[/PLACEMENT]``),
 ``rls:wfp3-peer+rlsbackfill``. Names are case-insensitive; unknown parts raise :class:`~envs.core.errors.ConfigError`
 listing the known ones.
 """
@@ -15,6 +16,7 @@ from baselines.backfill import BACKFILL_DOCS, Scheduler
 from baselines.orders import ORDER_DOCS, make_order
 from baselines.preemption import PREEMPT_DOC, PREEMPT_SUFFIX, Preemptive
 from baselines.rls import RLS_DOCS, rls_policy
+from baselines.tiresias import TIRESIAS_DOCS, tiresias_policy
 from envs.core.errors import ConfigError
 from envs.placement import PLACEMENT_DOCS, get_placement_rule
 
@@ -46,6 +48,11 @@ def make(name: str, **order_params: Any) -> Any:
     """
     if name.strip().lower().startswith(RLS_PREFIX):
         return rls_policy(name.strip()[len(RLS_PREFIX):])
+    scheduler_name, _, rule = name.strip().lower().partition("/")
+    if scheduler_name in TIRESIAS_DOCS:
+        if order_params:
+            raise ConfigError(f"policy {name!r}: takes no order parameters")
+        return tiresias_policy(scheduler_name, rule or "firstfit")
     order, backfill, placement = parse(name)
     canonical = order + ("" if backfill == "none" else f"+{backfill}") + ("" if placement == "firstfit"
                                                                          else f"/{placement}")
@@ -60,9 +67,11 @@ def catalogue() -> str:
                 ("Backfilling (+BACKFILL, default none)", BACKFILL_DOCS),
                 ("Placement rules (/PLACEMENT, default firstfit)", PLACEMENT_DOCS),
                 ("Preemption (a +preempt suffix, after the rest of the name)", {"+preempt": PREEMPT_DOC}),
+                ("Preemptive schedulers of their own (NAME[/PLACEMENT])", TIRESIAS_DOCS),
                 ("Peer compatibility (rls:ORDER[/BY@FRACTION][+rlsbackfill], SWF traces only)", RLS_DOCS)]
     lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT][+preempt], e.g. sjf+easy/topology or "
-             "priority+easy/pack+preempt; or rls:ORDER[/BY@FRACTION][+rlsbackfill]."]
+             "priority+easy/pack+preempt; tiresias[/PLACEMENT] or yarn-cs[/PLACEMENT]; or "
+             "rls:ORDER[/BY@FRACTION][+rlsbackfill]."]
     for title, docs in sections:
         lines.append(f"\n{title}:")
         width = max(map(len, docs))

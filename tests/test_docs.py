@@ -18,9 +18,13 @@ def test_env_reference_is_generated_from_the_docstrings():
 def test_readme_names_every_policy_part():
     from baselines.backfill import BACKFILL_DOCS
     from baselines.orders import ORDER_DOCS
+    from baselines.preemption import PREEMPT_SUFFIX
+    from baselines.tiresias import TIRESIAS_DOCS
     from envs.placement import PLACEMENT_DOCS
 
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("### Policy names"):readme.index("## Benchmarks")]
-    missing = [name for name in (*ORDER_DOCS, *BACKFILL_DOCS, *PLACEMENT_DOCS) if f"`{name}`" not in section]
+    parts = (*ORDER_DOCS, *BACKFILL_DOCS, *PLACEMENT_DOCS, PREEMPT_SUFFIX)
+    missing = [name for name in parts if f"`{name}`" not in section]
+    missing += [name for name in TIRESIAS_DOCS if f"`{name}[/PLACEMENT]`" not in section]
     assert missing == [], f"README's policy names lack {missing}"

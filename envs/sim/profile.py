@@ -58,10 +58,26 @@ class ResourceState:
         """Cache contents are not projected: the current ones."""
         return self._view.has_dataset(node, dataset_id)
 
-    def without(self, job: Job, gpus: np.ndarray) -> ResourceState:
+    def without(self, job: Job, gpus: np.ndarray | slice) -> ResourceState:
         """This state with ``job`` also holding ``gpus``."""
-        free, cpu, ram = _holdings_removed(self, job, gpus)
-        return ResourceState(self._view, free, cpu, ram, self.time_s)
+        return self._changed(job, gpus, -1)
+
+    def with_released(self, job: Job, gpus: np.ndarray | slice) -> ResourceState:
+        """This state with ``job`` no longer holding ``gpus`` (what preempting it would give back)."""
+        return self._changed(job, gpus, +1)
+
+    def _changed(self, job: Job, gpus: np.ndarray | slice, sign: int) -> ResourceState:
+        free = self.gpu_free_milli.copy()
+        free[gpus] += sign * job.gpu_milli
+        cpu_held, ram_held = node_holdings(self.cluster, job, gpus)
+        return ResourceState(self._view, free, self.node_free_cpu_milli + sign * cpu_held,
+                             self.node_free_ram_mib + sign * ram_held, self.time_s)
+
+    @classmethod
+    def now(cls, view: View) -> ResourceState:
+        """The view's free resources at this instant."""
+        return cls(view, view.gpu_free_milli.copy(), view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy(),
+                   view.time_s)
 
 
 def node_holdings(cluster: ClusterSpec, job: Job, gpus: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
@@ -69,13 +85,6 @@ def node_holdings(cluster: ClusterSpec, job: Job, gpus: np.ndarray | slice) -> t
     counts = np.bincount(cluster.gpu_node[gpus], minlength=cluster.n_nodes)
     return (np.where(cluster.cpu_modelled, counts * job.cpu_milli_per_gpu, 0),
             np.where(cluster.ram_modelled, counts * job.ram_mib_per_gpu, 0))
-
-
-def _holdings_removed(state: ResourceState, job: Job, gpus: np.ndarray) -> tuple[np.ndarray, ...]:
-    free = state.gpu_free_milli.copy()
-    free[gpus] -= job.gpu_milli
-    cpu_held, ram_held = node_holdings(state.cluster, job, gpus)
-    return free, state.node_free_cpu_milli - cpu_held, state.node_free_ram_mib - ram_held
 
 
 def _releases(view: View) -> Iterator[tuple[float, np.ndarray, np.ndarray, np.ndarray, int]]:
