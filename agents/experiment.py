@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from envs.core.errors import ConfigError
+from envs.core.files import read_yaml
 
 Check = Callable[[Any], bool]
 
@@ -117,12 +118,7 @@ def check_experiment(config: Any, where: str) -> None:
 def read_experiment(path: str | Path) -> dict[str, Any]:
     """The experiment at ``path`` (read with ``yaml.safe_load``), checked."""
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{path}: is a directory, not an experiment file")
-    try:
-        config = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    config = read_yaml(path, "experiment file")
     check_experiment(config, path.name)
     return dict(config)
 

@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 from envs.core.errors import ConfigError, check_keys
+from envs.core.files import read_yaml
 
 REPAIR_MODELS = ("exponential", "fixed")
 """How repair times are drawn: exponential with mean ``mttr_s``, or always ``mttr_s``."""
@@ -196,13 +197,7 @@ def load_dynamics(spec: str | Path | None, seed: int = 0) -> DynamicsConfig:
         return DynamicsConfig(seed=seed)
     path = Path(text)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise ConfigError(f"scenario {text}: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"scenario {text}: not valid YAML ({' '.join(str(exc).split())})") from None
-        name = path.stem
+        data, name = read_yaml(path, "scenario file"), path.stem
     else:
         resource = resources.files("configs") / "scenarios" / f"{text}.yaml"
         if not resource.is_file():

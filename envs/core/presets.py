@@ -32,6 +32,7 @@ import yaml
 
 from envs.core.cluster import MAX_GPUS, MAX_NODES, ClusterSpec, NodeSpec, even_islands, merge_gpu_types
 from envs.core.errors import ConfigError, check_keys
+from envs.core.files import read_yaml
 from envs.core.gpu_types import GPUType
 
 _TOP_KEYS = {"name", "gpu_types", "node_groups"}
@@ -63,13 +64,7 @@ def load_preset(spec: str | Path) -> ClusterSpec:
 def cluster_from_yaml(path: str | Path) -> ClusterSpec:
     """Read a cluster preset file."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read cluster file: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return cluster_from_dict(data, where=path.name)
+    return cluster_from_dict(read_yaml(path, "cluster file"), where=path.name)
 
 
 def cluster_from_dict(data: Any, where: str = "cluster") -> ClusterSpec:

@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-import yaml
-
 from envs.core.cluster import MILLI_PER_GPU
 from envs.core.errors import ConfigError
+from envs.core.files import read_yaml
 
 ARRIVAL_PROCESSES = ("poisson", "diurnal")
 """Names accepted by ``arrivals.process``."""
@@ -329,10 +328,7 @@ class SyntheticConfig:
     def from_yaml(cls, path: str | Path) -> SyntheticConfig:
         """A config from a YAML file; errors name the file and the key. ``name`` defaults to the file's stem."""
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: cannot read workload config: {exc}") from exc
+        data = read_yaml(path, "workload config")
         data = {} if data is None else data
         if isinstance(data, dict):
             data = {"name": path.stem, **data}
