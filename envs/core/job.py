@@ -121,6 +121,12 @@ class Job:
         """GPUs held, counting a fractional share as a fraction of one GPU."""
         return self.n_gpus * self.gpu_milli / MILLI_PER_GPU
 
+    def checkpointed_s(self, computing_s: float) -> float:
+        """Of ``computing_s`` seconds computed in one run, the part its last checkpoint keeps [s]: whole checkpoint
+        intervals, 0 for a job that never checkpoints."""
+        interval = self.checkpoint_interval_s
+        return math.floor(computing_s / interval) * interval if interval > 0 else 0.0
+
     @property
     def is_fractional(self) -> bool:
         """True when the job asks for a share of one GPU rather than whole GPUs."""

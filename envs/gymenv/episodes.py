@@ -13,7 +13,7 @@ from envs.core.errors import ConfigError
 from envs.core.runtime import RuntimeConfig
 from envs.gymenv.config import EnvConfig
 from envs.scenario import load_trace_once, scenario_cluster, synthetic_config, trace_spec
-from envs.sim.dynamics import Timeline
+from envs.sim.dynamics import scheduled_gpus
 from envs.workload.synthetic import generate
 from envs.workload.table import Workload
 
@@ -44,7 +44,7 @@ class EpisodeSource:
         self.runtime = RuntimeConfig.named(config.runtime_model)
         if config.dynamics.active:  # explicit failures must name nodes and GPUs of this cluster
             try:
-                Timeline(config.dynamics, self.cluster, 0.0).initial()
+                scheduled_gpus(config.dynamics, self.cluster)
             except ConfigError as exc:
                 raise ConfigError(f"env.scenario: {exc}") from exc
 

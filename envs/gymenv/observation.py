@@ -171,7 +171,8 @@ class ObservationEncoder:
             interval_s = job.checkpoint_interval_s
             if interval_s > 0:  # a restart first pays the overhead; staging (not in the view) counts as computing
                 overhead_s = c.dynamics.restart_overhead_s if job.job_id in view.history else 0.0
-                since = (max(0.0, elapsed_s - overhead_s) % interval_s) / interval_s
+                computing_s = max(0.0, elapsed_s - overhead_s)
+                since = (computing_s - job.checkpointed_s(computing_s)) / interval_s
             else:
                 since = 1.0  # never checkpoints: everything done in this run would be lost
             out[slot] = (1.0, math.log1p(job.n_gpus) / self._log_gpus,

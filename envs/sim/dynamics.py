@@ -51,18 +51,7 @@ class Timeline:
         """The first events: every scheduled failure and outage window, and each random process's first event."""
         c, t0, f, o = self.cluster, self.start_s, self.config.failures, self.config.outages
         events = []
-        for i, s in enumerate(f.schedule):
-            if s.node >= c.n_nodes:
-                raise ConfigError(f"scenario {self.config.name!r}: failures.schedule[{i}].node: {s.node} is not a "
-                                  f"node of {c.name} (0..{c.n_nodes - 1})")
-            if s.gpu is None:
-                gpu = -1
-            else:
-                size = int(c.node_n_gpus[s.node])
-                if s.gpu >= size:
-                    raise ConfigError(f"scenario {self.config.name!r}: failures.schedule[{i}].gpu: node {s.node} has "
-                                      f"{size} GPUs (0..{size - 1}), got {s.gpu}")
-                gpu = int(c.node_first_gpu[s.node]) + s.gpu
+        for s, gpu in zip(f.schedule, scheduled_gpus(self.config, c), strict=True):
             node = s.node if gpu < 0 else -1
             events.append(Event(t0 + s.fail_s, FAIL, node, gpu))
             events.append(Event(t0 + s.fail_s + s.repair_s, REPAIR, node, gpu))
@@ -91,6 +80,21 @@ class Timeline:
         if kind == OUTAGE_START:
             return event._replace(time_s=t + self._rng.exponential(o.mttr_s), kind=OUTAGE_END)
         return event._replace(time_s=t + self._rng.exponential(o.mtbf_s), kind=OUTAGE_START)
+
+
+def scheduled_gpus(config: DynamicsConfig, cluster: ClusterSpec) -> list[int]:
+    """The global GPU index of each explicit failure of ``config`` (-1 for a node failure); a :class:`ConfigError`
+    when one names a node or a GPU that ``cluster`` does not have."""
+    found = []
+    for i, s in enumerate(config.failures.schedule):
+        where = f"scenario {config.name!r}: failures.schedule[{i}]"
+        if s.node >= cluster.n_nodes:
+            raise ConfigError(f"{where}.node: {s.node} is not a node of {cluster.name} (0..{cluster.n_nodes - 1})")
+        size = int(cluster.node_n_gpus[s.node])
+        if s.gpu is not None and s.gpu >= size:
+            raise ConfigError(f"{where}.gpu: node {s.node} has {size} GPUs (0..{size - 1}), got {s.gpu}")
+        found.append(-1 if s.gpu is None else int(cluster.node_first_gpu[s.node]) + s.gpu)
+    return found
 
 
 def _per_node(mtbf: MTBF, cluster: ClusterSpec) -> np.ndarray:

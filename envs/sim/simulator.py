@@ -247,6 +247,10 @@ class Simulator:
         if reason is not None:
             self.state.records.append(JobRecord(job=job, state=JobState.REJECTED, reject_reason=reason))
             return
+        self._queue(job)  # arrivals come in (submit time, job id) order: each goes last
+
+    def _queue(self, job: Job) -> None:
+        """Add ``job`` at the end of the queue and to the demand histogram."""
         self.state.pending[job.job_id] = job
         key = (job.n_gpus, job.gpu_milli)
         self._demand[key] = self._demand.get(key, 0) + 1
@@ -510,15 +514,13 @@ class Simulator:
         elapsed = now - running.start_time_s
         paid = min(elapsed, overhead_s)
         computing = max(0.0, elapsed - overhead_s - staging_s)
-        interval = job.checkpoint_interval_s
-        kept = math.floor(computing / interval) * interval if interval > 0 else 0.0
+        kept = job.checkpointed_s(computing)
         share = job.gpu_share
         lost = share * (computing - kept)  # staging is not lost: the dataset stays in the nodes' caches
         history.done_work_s += kept * speed / factor
         history.held_s += elapsed
         history.last_run_s, history.last_end_s = elapsed, now
         history.overhead_gpu_s += share * paid
-        history.useful_gpu_s += share * elapsed - share * paid - lost
         if preempted:
             history.preemptions += 1
             history.lost_preemption_gpu_s += lost
@@ -527,8 +529,8 @@ class Simulator:
             history.lost_failure_gpu_s += lost
         if not preempted and history.failures > self.dynamics.max_failures:
             del s.history[job_id]
-            history.lost_failure_gpu_s += history.useful_gpu_s  # a FAILED job's kept work is lost with it
-            history.useful_gpu_s = 0.0
+            # a FAILED job's kept work is lost with it: all it held is lost, but for the overhead paid
+            history.lost_failure_gpu_s = share * history.held_s - history.overhead_gpu_s - history.lost_preemption_gpu_s
             s.records.append(JobRecord(
                 job=job, state=JobState.FAILED, start_time_s=history.first_start_s, finish_time_s=now,
                 gpus=running.gpus, n_nodes=len(nodes), topology=level, speed=speed, topology_factor=factor,
@@ -541,15 +543,11 @@ class Simulator:
         """Put an interrupted job back in the queue at its place (submit time, then job id)."""
         pending = self.state.pending
         last = next(reversed(pending.values()), None) if pending else None
-        pending[job.job_id] = job
+        self._queue(job)
         if last is not None and (last.submit_time_s, last.job_id) > (job.submit_time_s, job.job_id):
             ordered = sorted(pending.values(), key=lambda j: (j.submit_time_s, j.job_id))
             pending.clear()  # in place: views hold a read-only proxy of this very dict
             pending.update((j.job_id, j) for j in ordered)
-        key = (job.n_gpus, job.gpu_milli)
-        self._demand[key] = self._demand.get(key, 0) + 1
-        if not self.state.scheduler_up:
-            self._outage_jobs.add(job.job_id)
 
     def _runtime_on(self, job: Job, alloc: GPUs, nodes: list[int]) -> tuple[float, TopologyLevel, float, float]:
         """(speed, topology level, topology factor, staging time [s]) of ``job`` on ascending ``alloc``."""

@@ -39,7 +39,6 @@ class JobHistory:
     held_s: float = 0.0  # wall-clock time holding GPUs in the ended runs [s]
     last_run_s: float = 0.0  # length of its last ended run [s]
     last_end_s: float = 0.0  # when its last run ended [s]
-    useful_gpu_s: float = 0.0  # staging and kept computing of the ended runs [GPU-seconds]
     overhead_gpu_s: float = 0.0  # restart overhead paid [GPU-seconds]
     lost_failure_gpu_s: float = 0.0  # computing rolled back by failures [GPU-seconds]
     lost_preemption_gpu_s: float = 0.0  # computing rolled back by preemptions [GPU-seconds]
