@@ -126,6 +126,8 @@ class GPUClusterEnv(gym.Env):
     ``reset(seed=...)`` draws the episode's workload with ``self.np_random`` (a generator seed or a trace window),
     then, when the scenario has failures or outages, the seed of their random draws (so ``reset(seed=s)`` replays
     the same failures), and advances to the first decision point; the cluster is empty and healthy.
+    ``reset(options={"workload": w})`` replays the :class:`~envs.workload.table.Workload` ``w`` instead of the drawn
+    one (the draw still happens, so the env's random stream does not depend on it).
 
     ## Episode End
     Terminated when every job of the window has ended (completed, failed past the scenario's retry limit, or
@@ -177,6 +179,8 @@ class GPUClusterEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         episode = self._source.sample(self.np_random)
+        if options and "workload" in options:  # replay a given job table (the draw above still advances the rng)
+            episode = episode._replace(workload=options["workload"])
         self.workload = episode.workload  # the episode's job table (e.g. to run a heuristic on the same episode)
         self.dynamics = episode.dynamics  # its failures and outages, with the episode's seed
         self._encoder.start_episode()

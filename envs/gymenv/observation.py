@@ -80,7 +80,7 @@ class ObservationEncoder:
         """Forget the cached per-job features of the previous episode."""
         self._static = {}
 
-    def _static_row(self, job: Job) -> np.ndarray:
+    def static_features(self, job: Job) -> np.ndarray:
         """The features of ``job`` that do not change while it waits (computed once, cached)."""
         row = self._static.get(job.job_id)
         if row is None:
@@ -142,7 +142,7 @@ class ObservationEncoder:
         shared: dict[int, tuple] = {}  # per allocation (slots of one shape share them): what does not depend on the job
         for slot, (job, plan) in enumerate(zip(slot_jobs, plans, strict=True)):
             row = jobs[slot]
-            row[:] = self._static_row(job)
+            row[:] = self.static_features(job)
             row[0] = 1.0
             row[4] = min(1.0, math.log1p(now - job.submit_time_s) / log_max_wait)
             row[11] = float(plan[0] is not None)

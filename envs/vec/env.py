@@ -1,0 +1,357 @@
+"""N GPU clusters stepping in lockstep as tensors on one device: the batched counterpart of GPUClusterEnv.
+
+Each cluster replays one workload of a pool (:class:`~envs.vec.pool.WorkloadPool`), with the env's actions (start
+visible job k with placement rule p, or Wait), masks, observations and reward terms, inside the supported subset
+(:data:`~envs.vec.pool.SUPPORTED`). A step applies one action per cluster, then advances every cluster that has no
+choice (no visible job fits, or it waited) to its own next instant, one instant per tensor pass, until all have a
+choice or ``max_passes`` passes are done: a cluster still without a choice then shows a mask with Wait alone, and
+its Wait is the advance the event env would have made on its own, so the job log is the event env's all the same.
+
+State, per cluster: the clock, each node's free GPUs as bits, each GPU's end time and expected end (start +
+requested time; +inf when free), the queue as a window of the first K pending jobs (job indices in queue order)
+followed by the arrived jobs behind it, and the integrals of the reward terms. Only jobs in the window can start,
+so the pending jobs are always the window followed by the contiguous run of arrived jobs after it. A cluster whose
+episode ends is reset at once to the next workload of the pool (cluster i plays workloads i, i + N, i + 2N, ...
+modulo the pool's size), and ``done`` says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from envs.core.cluster import MILLI_PER_GPU
+from envs.core.errors import ConfigError
+from envs.gymenv.config import EnvConfig
+from envs.gymenv.episodes import EpisodeSource
+from envs.gymenv.observation import ObservationEncoder
+from envs.placement import PLACEMENT_RULES
+from envs.vec.layout import ClusterLayout
+from envs.vec.placement import ONE_ISLAND, Plan, VecPlacement, pick
+from envs.vec.pool import WorkloadPool, check_config
+from envs.workload.table import Workload
+
+DAY_S = 86400.0
+
+
+class VecClusterEnv:
+    """``num_envs`` clusters of ``config`` in lockstep on ``device``; ``workloads`` is the pool's size (episodes
+    drawn from the config's workload source, seeded by ``seed``) or the workloads themselves."""
+
+    def __init__(self, config: EnvConfig, num_envs: int, device: str | torch.device = "cpu", seed: int = 0,
+                 workloads: int | Sequence[Workload] = 64, max_passes: int = 64, record: bool = False) -> None:
+        check_config(config)
+        if num_envs < 1 or max_passes < 1:
+            raise ConfigError(f"batched engine: num_envs and max_passes must be >= 1, got {num_envs}, {max_passes}")
+        self.config, self.num_envs, self.max_passes = config, num_envs, max_passes
+        self.device = torch.device(device)
+        source = EpisodeSource(config)
+        self.cluster, self.runtime = source.cluster, source.runtime
+        if isinstance(workloads, int):
+            if workloads < 1:
+                raise ConfigError(f"batched engine: workloads must be >= 1, got {workloads}")
+            rng = np.random.default_rng(seed)
+            workloads = [source.sample(rng).workload for _ in range(workloads)]
+        rules = [PLACEMENT_RULES[name] for name in config.placement_rules]
+        self.encoder = ObservationEncoder(self.cluster, config, self.runtime, rules)
+        self.observation_space = self.encoder.space
+        self.n_actions = config.n_actions
+        self.layout = ClusterLayout(self.cluster, self.device)
+        self.pool = WorkloadPool(workloads, self.cluster, config, self.runtime, self.encoder, self.device)
+        self.placement = VecPlacement(self.layout, self.pool, config.placement_rules)
+        self._constants()
+        self.record = record
+        self.logs: list[list[dict[int, tuple[float, float, tuple[int, ...]]]]] = [[] for _ in range(num_envs)]
+        """With ``record``: per cluster, the job log of each episode so far (the last one in progress): job id ->
+        (start [s], end [s], GPUs)."""
+        self._allocate()
+
+    # ---- setup ---------------------------------------------------------------------------------------------------
+    def _constants(self) -> None:
+        enc, dev, c, model = self.encoder, self.device, self.cluster, self.runtime
+        t = lambda a, dtype=torch.float64: torch.as_tensor(np.array(a), dtype=dtype, device=dev)  # noqa: E731
+        self._membership = t(enc._membership)  # (groups, nodes)
+        self._node_group = t(enc.node_group, torch.int64)
+        self._group_gpus, self._group_nodes = t(enc.group_gpus), t(enc.group_nodes)
+        self._group_cpu, self._group_node_size = t(enc.group_cpu), t(enc.group_node_size)
+        self._static_groups = torch.stack([t(enc.group_speed), t(enc.group_gpus / c.n_gpus)], -1)
+        self._node_cpu = t(c.node_cpu_milli)
+        self._cpu_used_per_gpu = t(np.where(c.cpu_modelled, self.pool.cpu_milli_per_gpu, 0))
+        self._alpha = t([0.0, model.a_pcie, model.a_net, model.a_xrack])
+        self._max_alpha, self._max_speed = enc.max_alpha, enc.max_speed
+        self._slots = torch.arange(self.config.slots, device=dev)
+
+    def _allocate(self) -> None:
+        n, lay, k, dev = self.num_envs, self.layout, self.config.slots, self.device
+        f64 = dict(dtype=torch.float64, device=dev)
+        i64 = dict(dtype=torch.int64, device=dev)
+        self.workload = torch.zeros(n, **i64)  # (N,) pool index of each cluster's workload
+        self.episodes = torch.zeros(n, **i64)  # (N,) episodes each cluster has finished
+        self.now = torch.zeros(n, **f64)  # (N,) clock [s]
+        self.pattern = torch.zeros(n, lay.n_nodes, **i64)  # (N, nodes) free GPUs as bits
+        self.gpu_end = torch.full((n, lay.n_nodes, lay.width), math.inf, **f64)  # [s] end of the job on each GPU
+        self.gpu_expected = torch.full_like(self.gpu_end, math.inf)  # [s] start + requested time of that job
+        self.lead = torch.zeros(n, lay.n_nodes, lay.width, dtype=torch.bool, device=dev)  # a job's lowest GPU
+        self.busy = torch.zeros(n, **i64)  # (N,) allocated GPUs
+        self.running = torch.zeros(n, **i64)  # (N,) running jobs
+        self.arrived = torch.zeros(n, **i64)  # (N,) jobs arrived so far (queue order)
+        self.window = torch.full((n, k), -1, **i64)  # (N, K) the visible jobs, -1: empty slot
+        self.count = torch.zeros(n, **i64)  # (N,) jobs in the window
+        self.next_job = torch.zeros(n, **i64)  # (N,) first arrived job behind the window
+        self.pending_s = torch.zeros(n, **f64)  # (N,) ∫ pending jobs dt [job-s]
+        self.busy_s = torch.zeros(n, **f64)  # (N,) ∫ allocated GPUs dt [GPU-s]
+        self.returns = torch.zeros(n, **f64)  # (N,) reward summed over the episode
+        self._plan: Plan | None = None
+
+    # ---- API -------------------------------------------------------------------------------------------------------
+    def reset(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Start every cluster on its first workload; the observations and masks of their first decision points."""
+        self.episodes.zero_()
+        self.logs = [[] for _ in range(self.num_envs)]
+        self._reset(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        return self._observe()
+
+    def step(self, actions: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor,
+                                                   torch.Tensor, dict[str, torch.Tensor]]:
+        """Apply one action per cluster (each legal under the last mask); see the module docstring."""
+        if self._plan is None:
+            raise RuntimeError("call reset() before step()")
+        actions = actions.to(self.device, torch.int64)
+        rules = len(self.config.placement_rules)
+        start = actions < self.config.n_starts
+        slot = torch.where(start, actions // rules, 0)
+        before = self.pending_s.clone(), self.busy_s.clone()
+        self._start(start, slot, actions % rules)
+        self._skip(force=~start)
+        c, scale = self.config, self.config.wait_scale_s
+        reward = (-c.reward_weights["wait"] * (self.pending_s - before[0]) / scale
+                  + c.reward_weights["utilization"] * (self.busy_s - before[1]) / (self.cluster.n_gpus * scale))
+        self.returns += reward
+        done = self._done()
+        info = self._episode_info(done)
+        if bool(done.any()):
+            self.episodes += done
+            self._reset(done)
+        obs, mask = self._observe()
+        return obs, mask, reward.float(), done, info
+
+    # ---- dynamics ------------------------------------------------------------------------------------------------
+    def _job(self, table: torch.Tensor, job: torch.Tensor) -> torch.Tensor:
+        """``table[workload, job]`` per cluster, for a (W, M + 1) table and job indices (N,) or (N, K)."""
+        width = table.shape[1]
+        flat = self.workload.view(-1, *([1] * (job.dim() - 1))) * width + job.clamp(min=0)
+        return table.reshape(-1, *table.shape[2:])[flat]
+
+    def _pending(self) -> torch.Tensor:
+        return self.count + self.arrived - self.next_job
+
+    def _done(self) -> torch.Tensor:
+        return (self.arrived >= self.pool.n_jobs[self.workload]) & (self._pending() == 0) & (self.running == 0)
+
+    def _start(self, start: torch.Tensor, slot: torch.Tensor, rule: torch.Tensor) -> None:
+        """Start the job in ``slot`` with ``rule`` in the clusters of ``start`` (N,) bool."""
+        if not bool(start.any()):
+            return
+        pool, lay, model = self.pool, self.layout, self.runtime
+        job = self.window.gather(1, slot[:, None]).squeeze(1)
+        klass = self._job(pool.job_class, job)
+        take = self.placement.take(self._plan, self.pattern, klass, rule)
+        take = torch.where(start[:, None], take, 0)
+        speed = pick(self._plan.speed, klass, rule) if model.use_speed else torch.ones_like(self.now)
+        level = pick(self._plan.level, klass, rule)
+        factor = 1.0 + self._job(pool.comm, job) * self._alpha[level]
+        if not model.use_topology:
+            factor = torch.ones_like(factor)
+        factor = torch.where(level == ONE_ISLAND, 1.0, factor)
+        end = self.now + self._job(pool.runtime_s, job) / speed * factor
+        expected = self.now + self._job(pool.estimate_s, job)
+        bits = (take[:, :, None] & lay.bit) != 0  # (N, nodes, width)
+        self.gpu_end = torch.where(bits, end[:, None, None], self.gpu_end)
+        self.gpu_expected = torch.where(bits, expected[:, None, None], self.gpu_expected)
+        first_node = (take != 0).to(torch.int8).argmax(1, keepdim=True)
+        low = take.gather(1, first_node)
+        lead = torch.zeros_like(take).scatter_(1, first_node, low & -low)
+        self.lead |= (lead[:, :, None] & lay.bit) != 0
+        self.pattern &= ~take
+        n = self._job(pool.n_gpus, job)
+        self.busy += torch.where(start, n, 0)
+        self.running += start.long()
+        if self.record:
+            self._record(start, job, end, take)
+        # the started job leaves its slot; the slots behind it move up one, and the window refills
+        shifted = self.window.gather(1, (self._slots[None, :] + (self._slots[None, :] >= slot[:, None])).clamp(
+            max=self.config.slots - 1))
+        shifted[:, -1] = -1
+        self.window = torch.where(start[:, None], shifted, self.window)
+        self.count -= start.long()
+        self._fill()
+
+    def _fill(self) -> None:
+        """Move arrived jobs behind the window into its empty slots, in queue order."""
+        k = self.config.slots
+        take = torch.minimum(k - self.count, self.arrived - self.next_job)
+        offset = self._slots[None, :] - self.count[:, None]
+        fill = (offset >= 0) & (offset < take[:, None])
+        self.window = torch.where(fill, self.next_job[:, None] + offset, self.window)
+        self.count += take
+        self.next_job += take
+
+    def _advance(self, active: torch.Tensor) -> None:
+        """Move the ``active`` clusters to their next instant and apply its completions, then its arrivals."""
+        pool = self.pool
+        arrivals_left = self.arrived < pool.n_jobs[self.workload]
+        t_arrival = torch.where(arrivals_left, self._job(pool.submit, self.arrived), math.inf)
+        t = torch.minimum(t_arrival, self.gpu_end.amin((1, 2)))
+        t = torch.where(active, t, self.now)
+        dt = t - self.now
+        self.pending_s += self._pending() * dt
+        self.busy_s += self.busy * dt
+        self.now = t
+        ended = (self.gpu_end <= t[:, None, None]) & active[:, None, None]
+        if bool(ended.any()):
+            self.pattern |= (ended.long() * self.layout.bit).sum(-1)
+            self.busy -= ended.sum((1, 2))
+            self.running -= (ended & self.lead).sum((1, 2))
+            self.gpu_end.masked_fill_(ended, math.inf)
+            self.gpu_expected.masked_fill_(ended, math.inf)
+            self.lead &= ~ended
+        arrive = active & (t_arrival == t)
+        self.arrived = torch.where(arrive, self._job(pool.group_end, self.arrived) + 1, self.arrived)
+        self._fill()
+
+    def _can_start(self) -> torch.Tensor:
+        """(N, C) bool: whether each placement class fits now (the rules are complete: by any rule)."""
+        pool = self.pool
+        usable = (self.layout.popcount[self.pattern][:, None, :] * pool.eligible[None]).sum(-1)  # (N, E)
+        return usable[:, pool.class_eligible] >= pool.class_gpus
+
+    def _visible_fits(self, can_start: torch.Tensor) -> torch.Tensor:
+        """(N, K) bool: the slot holds a job that fits now."""
+        klass = self._job(self.pool.job_class, self.window)
+        return (self.window >= 0) & can_start.gather(1, klass)
+
+    def _skip(self, force: torch.Tensor, among: torch.Tensor | None = None) -> None:
+        """Advance the clusters of ``force`` one instant, then every cluster (of ``among``, default all) without a
+        choice, instant by instant, until each has a choice or has ended (at most ``max_passes`` passes)."""
+        for _ in range(self.max_passes):
+            stuck = ~self._visible_fits(self._can_start()).any(1) & ~self._done()
+            if among is not None:
+                stuck &= among
+            active = force | stuck
+            if not bool(active.any()):
+                return
+            self._advance(active)
+            force = torch.zeros_like(force)
+
+    def _reset(self, clusters: torch.Tensor) -> None:
+        """Start the next workload of ``clusters`` (N,) bool and advance them to their first decision point."""
+        pool, lay = self.pool, self.layout
+        index = torch.arange(self.num_envs, device=self.device)
+        workload = (index + self.num_envs * self.episodes) % pool.n_workloads
+        self.workload = torch.where(clusters, workload, self.workload)
+        m = clusters[:, None]
+        self.now = torch.where(clusters, pool.submit[self.workload, 0], self.now)
+        self.pattern = torch.where(m, lay.full[None, :], self.pattern)
+        self.gpu_end.masked_fill_(m[:, :, None], math.inf)
+        self.gpu_expected.masked_fill_(m[:, :, None], math.inf)
+        self.lead.masked_fill_(m[:, :, None], False)
+        self.window.masked_fill_(m, -1)
+        for tensor in (self.busy, self.running, self.arrived, self.count, self.next_job, self.pending_s, self.busy_s,
+                       self.returns):
+            tensor.masked_fill_(clusters, 0)
+        if self.record:
+            for i in clusters.nonzero().flatten().tolist():
+                self.logs[i].append({})
+        self._skip(force=clusters, among=clusters)  # the others' rewards of this step are counted already
+
+    def _episode_info(self, done: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per cluster (NaN where the episode goes on): its return, mean wait [s], utilization and jobs."""
+        jobs = self.pool.n_jobs[self.workload].double()
+        span = (self.now - self.pool.submit[self.workload, 0]).clamp(min=1e-9)
+        nan = torch.full_like(self.now, math.nan)
+        return {"episode_return": torch.where(done, self.returns, nan),
+                "mean_wait_s": torch.where(done, self.pending_s / jobs, nan),
+                "utilization": torch.where(done, self.busy_s / (self.cluster.n_gpus * span), nan),
+                "jobs": torch.where(done, jobs, nan)}
+
+    def _record(self, start: torch.Tensor, job: torch.Tensor, end: torch.Tensor, take: torch.Tensor) -> None:
+        ids = self.pool.job_id
+        for i in start.nonzero().flatten().tolist():
+            job_id = int(ids[int(self.workload[i]), int(job[i])])
+            gpus = tuple(self.layout.gpu_ids(take[i].cpu().numpy()).tolist())
+            self.logs[i][-1][job_id] = (float(self.now[i]), float(end[i]), gpus)
+
+    # ---- observations --------------------------------------------------------------------------------------------
+    def _observe(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Plan every class, then the observations and masks of the current decision points."""
+        self._plan = plan = self.placement.plan(self.pattern)
+        c = self.config
+        klass = self._job(self.pool.job_class, self.window)  # (N, K)
+        present = self.window >= 0
+        fits = present & plan.can_start.gather(1, klass)
+        rules = len(c.placement_rules)
+        mask = torch.zeros(self.num_envs, c.n_actions, dtype=torch.bool, device=self.device)
+        mask[:, :c.n_starts] = fits[:, :, None].expand(-1, -1, rules).reshape(self.num_envs, -1)
+        events_left = (self.running > 0) | (self.arrived < self.pool.n_jobs[self.workload])
+        mask[:, -1] = events_left & ~(c.work_conserving & fits.any(1))
+        obs = {"cluster": self._cluster_features(), "global": self._global_features(),
+               "jobs": self._job_features(klass, present, fits), "placements": self._placement_features(klass, fits)}
+        return obs, mask
+
+    def _job_features(self, klass: torch.Tensor, present: torch.Tensor, fits: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        rows = self._job(self.pool.static, self.window).clone()  # (N, K, F)
+        waited = self.now[:, None] - self._job(self.pool.submit, self.window)
+        rows[..., 0] = 1.0
+        rows[..., 4] = (torch.log1p(waited.clamp(min=0)) / math.log1p(c.max_wait_obs_s)).clamp(max=1.0).float()
+        rows[..., 11] = fits.float()
+        return torch.where(present[..., None], rows, 0.0)
+
+    def _placement_features(self, klass: torch.Tensor, fits: torch.Tensor) -> torch.Tensor:
+        plan, model = self._plan, self.runtime
+        index = klass[..., None].expand(-1, -1, plan.mode.shape[2])
+        per_slot = lambda a: a.gather(1, index)  # noqa: E731  (N, C, P) -> (N, K, P)
+        level = per_slot(plan.level)
+        comm = self._job(self.pool.comm, self.window)[..., None]
+        penalty = ((1.0 + comm * self._alpha[level]) - 1.0) / self._max_alpha  # (factor - 1) / max alpha
+        if not model.use_topology:
+            penalty = torch.zeros_like(penalty)
+        penalty = torch.where(level == ONE_ISLAND, 0.0, penalty)
+        speed = (per_slot(plan.speed) / self._max_speed).clamp(max=1.0) if model.use_speed else torch.ones_like(penalty)
+        n = self._job(self.pool.n_gpus, self.window).double()[..., None]
+        out = torch.stack([torch.ones_like(penalty), penalty.clamp(max=1.0), speed, per_slot(plan.n_nodes) / n,
+                           torch.zeros_like(penalty), per_slot(plan.left)], -1).float()
+        return torch.where(fits[..., None, None], out, 0.0)
+
+    def _cluster_features(self) -> torch.Tensor:
+        lay = self.layout
+        free = lay.popcount[self.pattern]  # (N, nodes)
+        free_f = free.double()
+        member_t = self._membership.T
+        largest = torch.zeros(self.num_envs, self._membership.shape[0], dtype=torch.int64, device=self.device)
+        largest = largest.scatter_reduce(1, self._node_group.expand_as(free), free, reduce="amax", include_self=True)
+        cpu = (self._node_cpu - self._cpu_used_per_gpu * (lay.node_size - free)) @ member_t
+        cpu = torch.where(self._group_cpu > 0, cpu / self._group_cpu.clamp(min=1.0), 1.0)
+        out = torch.cat([torch.stack([free_f @ member_t / self._group_gpus,
+                                      (free == lay.node_size).double() @ member_t / self._group_nodes,
+                                      largest / self._group_node_size, cpu], -1),
+                         self._static_groups.expand(self.num_envs, -1, -1)], -1)
+        return out.clamp(0.0, 1.0).float()
+
+    def _global_features(self) -> torch.Tensor:
+        c, capacity = self.config, self.cluster.n_gpus * MILLI_PER_GPU
+        pending = self._pending().double()
+        free_milli = (self.cluster.n_gpus - self.busy).double() * MILLI_PER_GPU
+        horizon = self.now + c.ending_soon_obs_s
+        ending = (self.gpu_expected <= horizon[:, None, None]).sum((1, 2)).double() * MILLI_PER_GPU
+        return torch.stack([
+            torch.remainder(self.now, DAY_S) / DAY_S,
+            ((pending - c.slots).clamp(min=0.0) / c.max_queue_obs).clamp(max=1.0),
+            (pending / c.max_queue_obs).clamp(max=1.0),
+            (1.0 - free_milli / capacity).clamp(0.0, 1.0),
+            (ending / capacity).clamp(max=1.0),
+            (self.running.double() / c.max_queue_obs).clamp(max=1.0),
+        ], -1).float()
