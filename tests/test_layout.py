@@ -27,6 +27,7 @@ ENVS_LAYERS = {
     "envs.gymenv": 4,
     "envs.peer": 4,
     "envs.registration": 5,
+    "envs.vec": 5,  # the batched engine: reads the env's config, observation encoder and episode source
     "envs": 6,  # the package's __init__ alone: it only registers the ids
 }
 """Each part of ``envs/`` and its layer: a module may import its own part and parts of lower layers only. A key is a

@@ -29,7 +29,7 @@ from envs.gymenv.config import EnvConfig
 from envs.gymenv.episodes import EpisodeSource
 from envs.gymenv.observation import ObservationEncoder
 from envs.placement import PLACEMENT_RULES
-from envs.vec.layout import ClusterLayout
+from envs.vec.layout import ClusterLayout, lookup
 from envs.vec.placement import ONE_ISLAND, Plan, VecPlacement, pick
 from envs.vec.pool import WorkloadPool, check_config
 from envs.workload.table import Workload
@@ -95,6 +95,7 @@ class VecClusterEnv:
         self.gpu_end = torch.full((n, lay.n_nodes, lay.width), math.inf, **f64)  # [s] end of the job on each GPU
         self.gpu_expected = torch.full_like(self.gpu_end, math.inf)  # [s] start + requested time of that job
         self.lead = torch.zeros(n, lay.n_nodes, lay.width, dtype=torch.bool, device=dev)  # a job's lowest GPU
+        self.node_end = torch.full((n, lay.n_nodes), math.inf, **f64)  # [s] earliest end on each node
         self.busy = torch.zeros(n, **i64)  # (N,) allocated GPUs
         self.running = torch.zeros(n, **i64)  # (N,) running jobs
         self.arrived = torch.zeros(n, **i64)  # (N,) jobs arrived so far (queue order)
@@ -143,7 +144,7 @@ class VecClusterEnv:
         """``table[workload, job]`` per cluster, for a (W, M + 1) table and job indices (N,) or (N, K)."""
         width = table.shape[1]
         flat = self.workload.view(-1, *([1] * (job.dim() - 1))) * width + job.clamp(min=0)
-        return table.reshape(-1, *table.shape[2:])[flat]
+        return lookup(table.reshape(-1, *table.shape[2:]), flat)
 
     def _pending(self) -> torch.Tensor:
         return self.count + self.arrived - self.next_job
@@ -162,19 +163,21 @@ class VecClusterEnv:
         take = torch.where(start[:, None], take, 0)
         speed = pick(self._plan.speed, klass, rule) if model.use_speed else torch.ones_like(self.now)
         level = pick(self._plan.level, klass, rule)
-        factor = 1.0 + self._job(pool.comm, job) * self._alpha[level]
+        factor = 1.0 + self._job(pool.comm, job) * lookup(self._alpha, level)
         if not model.use_topology:
             factor = torch.ones_like(factor)
         factor = torch.where(level == ONE_ISLAND, 1.0, factor)
         end = self.now + self._job(pool.runtime_s, job) / speed * factor
         expected = self.now + self._job(pool.estimate_s, job)
-        bits = (take[:, :, None] & lay.bit) != 0  # (N, nodes, width)
-        self.gpu_end = torch.where(bits, end[:, None, None], self.gpu_end)
-        self.gpu_expected = torch.where(bits, expected[:, None, None], self.gpu_expected)
-        first_node = (take != 0).to(torch.int8).argmax(1, keepdim=True)
-        low = take.gather(1, first_node)
-        lead = torch.zeros_like(take).scatter_(1, first_node, low & -low)
-        self.lead |= (lead[:, :, None] & lay.bit) != 0
+        # the GPUs taken, node by node: only the (cluster, node) pairs that give some
+        pairs = take.view(-1).nonzero().squeeze(1)
+        cluster = pairs // lay.n_nodes
+        bits = (take.view(-1).index_select(0, pairs)[:, None] & lay.bit) != 0  # (pairs, width)
+        first_node = (take != 0).to(torch.int8).argmax(1)  # the job's lowest GPU is on its first node
+        lowest = take.view(-1).index_select(0, pairs)
+        lowest = (lowest & -lowest)[:, None] & lay.bit
+        lead = (lowest != 0) & (pairs % lay.n_nodes == first_node.index_select(0, cluster))[:, None]
+        self._write(pairs, bits, end.index_select(0, cluster), expected.index_select(0, cluster), lead)
         self.pattern &= ~take
         n = self._job(pool.n_gpus, job)
         self.busy += torch.where(start, n, 0)
@@ -188,6 +191,20 @@ class VecClusterEnv:
         self.window = torch.where(start[:, None], shifted, self.window)
         self.count -= start.long()
         self._fill()
+
+    def _write(self, pairs: torch.Tensor, gpus: torch.Tensor, end: torch.Tensor | float,
+               expected: torch.Tensor | float, lead: torch.Tensor, release: bool = False) -> None:
+        """Set the end, expected end and lead flag of ``gpus`` (pairs, width) bool on the (cluster, node) ``pairs``
+        (flat indices), and those nodes' earliest end; ``end`` and ``expected`` are per pair [s] (+inf: free)."""
+        width = self.layout.width
+        as_column = lambda v: v[:, None] if isinstance(v, torch.Tensor) else v  # noqa: E731
+        ends = torch.where(gpus, as_column(end), self.gpu_end.view(-1, width).index_select(0, pairs))
+        self.gpu_end.view(-1, width).index_copy_(0, pairs, ends)
+        expect = self.gpu_expected.view(-1, width).index_select(0, pairs)
+        self.gpu_expected.view(-1, width).index_copy_(0, pairs, torch.where(gpus, as_column(expected), expect))
+        leads = self.lead.view(-1, width).index_select(0, pairs)
+        self.lead.view(-1, width).index_copy_(0, pairs, (leads & ~gpus) if release else (leads | lead))
+        self.node_end.view(-1).index_copy_(0, pairs, ends.amin(-1))
 
     def _fill(self) -> None:
         """Move arrived jobs behind the window into its empty slots, in queue order."""
@@ -204,20 +221,23 @@ class VecClusterEnv:
         pool = self.pool
         arrivals_left = self.arrived < pool.n_jobs[self.workload]
         t_arrival = torch.where(arrivals_left, self._job(pool.submit, self.arrived), math.inf)
-        t = torch.minimum(t_arrival, self.gpu_end.amin((1, 2)))
+        t = torch.minimum(t_arrival, self.node_end.amin(1))
         t = torch.where(active, t, self.now)
         dt = t - self.now
         self.pending_s += self._pending() * dt
         self.busy_s += self.busy * dt
         self.now = t
-        ended = (self.gpu_end <= t[:, None, None]) & active[:, None, None]
-        if bool(ended.any()):
-            self.pattern |= (ended.long() * self.layout.bit).sum(-1)
-            self.busy -= ended.sum((1, 2))
-            self.running -= (ended & self.lead).sum((1, 2))
-            self.gpu_end.masked_fill_(ended, math.inf)
-            self.gpu_expected.masked_fill_(ended, math.inf)
-            self.lead &= ~ended
+        pairs = ((self.node_end <= t[:, None]) & active[:, None]).view(-1).nonzero().squeeze(1)
+        if pairs.numel():  # the (cluster, node) pairs where some job ends now
+            lay = self.layout
+            cluster = pairs // lay.n_nodes
+            ends = self.gpu_end.view(-1, lay.width).index_select(0, pairs)
+            ended = ends <= t.index_select(0, cluster)[:, None]  # (pairs, width)
+            self.pattern.view(-1).index_add_(0, pairs, (ended.long() * lay.bit).sum(-1))
+            self.busy.index_add_(0, cluster, -ended.sum(-1))
+            leads = self.lead.view(-1, lay.width).index_select(0, pairs)
+            self.running.index_add_(0, cluster, -(ended & leads).sum(-1))
+            self._write(pairs, ended, math.inf, math.inf, torch.zeros_like(ended), release=True)
         arrive = active & (t_arrival == t)
         self.arrived = torch.where(arrive, self._job(pool.group_end, self.arrived) + 1, self.arrived)
         self._fill()
@@ -225,8 +245,8 @@ class VecClusterEnv:
     def _can_start(self) -> torch.Tensor:
         """(N, C) bool: whether each placement class fits now (the rules are complete: by any rule)."""
         pool = self.pool
-        usable = (self.layout.popcount[self.pattern][:, None, :] * pool.eligible[None]).sum(-1)  # (N, E)
-        return usable[:, pool.class_eligible] >= pool.class_gpus
+        usable = (lookup(self.layout.popcount, self.pattern)[:, None, :] * pool.eligible[None]).sum(-1)  # (N, E)
+        return usable.index_select(1, pool.class_eligible) >= pool.class_gpus
 
     def _visible_fits(self, can_start: torch.Tensor) -> torch.Tensor:
         """(N, K) bool: the slot holds a job that fits now."""
@@ -258,6 +278,7 @@ class VecClusterEnv:
         self.gpu_end.masked_fill_(m[:, :, None], math.inf)
         self.gpu_expected.masked_fill_(m[:, :, None], math.inf)
         self.lead.masked_fill_(m[:, :, None], False)
+        self.node_end.masked_fill_(m, math.inf)
         self.window.masked_fill_(m, -1)
         for tensor in (self.busy, self.running, self.arrived, self.count, self.next_job, self.pending_s, self.busy_s,
                        self.returns):
@@ -311,24 +332,26 @@ class VecClusterEnv:
         return torch.where(present[..., None], rows, 0.0)
 
     def _placement_features(self, klass: torch.Tensor, fits: torch.Tensor) -> torch.Tensor:
+        """(N, K, P, features): the class features of each slot's job, and its topology penalty."""
         plan, model = self._plan, self.runtime
-        index = klass[..., None].expand(-1, -1, plan.mode.shape[2])
-        per_slot = lambda a: a.gather(1, index)  # noqa: E731  (N, C, P) -> (N, K, P)
-        level = per_slot(plan.level)
-        comm = self._job(self.pool.comm, self.window)[..., None]
-        penalty = ((1.0 + comm * self._alpha[level]) - 1.0) / self._max_alpha  # (factor - 1) / max alpha
-        if not model.use_topology:
-            penalty = torch.zeros_like(penalty)
-        penalty = torch.where(level == ONE_ISLAND, 0.0, penalty)
-        speed = (per_slot(plan.speed) / self._max_speed).clamp(max=1.0) if model.use_speed else torch.ones_like(penalty)
-        n = self._job(self.pool.n_gpus, self.window).double()[..., None]
-        out = torch.stack([torch.ones_like(penalty), penalty.clamp(max=1.0), speed, per_slot(plan.n_nodes) / n,
-                           torch.zeros_like(penalty), per_slot(plan.left)], -1).float()
+        n_clusters, n_classes, rules = plan.mode.shape
+        speed = (plan.speed / self._max_speed).clamp(max=1.0) if model.use_speed else torch.ones_like(plan.speed)
+        zeros = torch.zeros_like(speed)
+        nodes_per_gpu = plan.n_nodes / self.pool.class_gpus[None, :, None]
+        per_class = torch.stack([torch.ones_like(speed), zeros, speed, nodes_per_gpu, zeros, plan.left], -1).float()
+        width = rules * per_class.shape[-1]
+        out = per_class.reshape(n_clusters, n_classes, width).gather(1, klass[..., None].expand(-1, -1, width))
+        out = out.reshape(n_clusters, -1, rules, per_class.shape[-1])
+        if model.use_topology:
+            level = plan.level.gather(1, klass[..., None].expand(-1, -1, rules))  # (N, K, P)
+            comm = self._job(self.pool.comm, self.window)[..., None]
+            penalty = ((1.0 + comm * lookup(self._alpha, level)) - 1.0) / self._max_alpha  # (factor - 1) / max alpha
+            out[..., 1] = torch.where(level == ONE_ISLAND, 0.0, penalty).clamp(max=1.0).float()
         return torch.where(fits[..., None, None], out, 0.0)
 
     def _cluster_features(self) -> torch.Tensor:
         lay = self.layout
-        free = lay.popcount[self.pattern]  # (N, nodes)
+        free = lookup(lay.popcount, self.pattern)  # (N, nodes)
         free_f = free.double()
         member_t = self._membership.T
         largest = torch.zeros(self.num_envs, self._membership.shape[0], dtype=torch.int64, device=self.device)
