@@ -1,7 +1,9 @@
 """A trained model as a policy of the common protocol, so the harness runs it like any heuristic.
 
 The model decides through the env's own observation encoder and action decoding: at each decision point it sees
-the first K pending jobs and the P placement rules' candidates, exactly as in training.
+the first K pending jobs and the P placement rules' candidates, exactly as in training. It runs on any cluster: the
+network pools the cluster's node groups (:class:`agents.network.ClusterEncoder`), so a cluster with more or fewer
+groups than the training one only changes the number of ``cluster`` rows; every other shape must match.
 """
 
 from __future__ import annotations
@@ -44,11 +46,16 @@ class ModelPolicy:
         legal preemptions of its running slots now; Wait when none is legal."""
         if self._encoder is None or self._encoder.cluster is not view.cluster:
             self._encoder = ObservationEncoder(view.cluster, self.config, self._runtime, self._rules)
-            trained = {k: box.shape for k, box in self.model.observation_space.spaces.items()}
-            here = {k: box.shape for k, box in self._encoder.space.spaces.items()}
-            if trained != here:
+            from agents.network import reads
+
+            here = self._encoder.space
+            if not reads(self.model.observation_space, here):
+                trained = {k: box.shape for k, box in self.model.observation_space.spaces.items()}
+                shapes = {k: box.shape for k, box in here.spaces.items()}
                 raise ConfigError(f"model {self.name}: trained on observations {trained}; cluster "
-                                  f"{view.cluster.name!r} gives {here} (evaluate it on the cluster it was trained on)")
+                                  f"{view.cluster.name!r} gives {shapes} (only the number of cluster rows, the node "
+                                  "groups, may differ from training)")
+            self.model.policy.observation_space = here  # SB3 checks each observation's shapes against it
         slot_jobs = self._encoder.visible(view)
         plans = self._encoder.plan(view, slot_jobs)
         running = self._encoder.running(view) if self.config.preemption else []

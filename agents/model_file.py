@@ -13,8 +13,10 @@ text files. Loading unpickles nothing from it:
 - the tensors are read by torch with ``weights_only=True``, which refuses anything but tensors and plain containers.
 
 What a load trusts is the run folder's YAML and the tensors' shapes; a corrupt or truncated file is a
-``ConfigError`` naming it. Saves write beside the target and then replace it (:func:`save_model`), so a kill
-during a save leaves the previous file intact.
+``ConfigError`` naming it, and so is a file whose weights do not fit the network built for its config. The model is
+rebuilt with the spaces of its training env, but no weight depends on the cluster's number of node groups, so it
+runs on other clusters too (:class:`agents.adapter.ModelPolicy`). Saves write beside the target and then replace
+it (:func:`save_model`), so a kill during a save leaves the previous file intact.
 """
 
 from __future__ import annotations
@@ -135,8 +137,13 @@ def load_model(path: str | Path, run: Mapping[str, Any], env: Any = None, device
     try:
         return MaskablePPO.load(str(path), env=env, device=device, custom_objects=custom)
     except (ValueError, KeyError, RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"model {path}: cannot be loaded ({type(exc).__name__}: {reason})") from None
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        if lines[0].startswith("Error(s) in loading state_dict") and len(lines) > 1:
+            first = lines[1].strip()
+            raise ConfigError(f"model {path}: its weights do not fit the network agents/network.py builds for its "
+                              "config (saved by an earlier version of the network, e.g. before the cluster set "
+                              f"encoder? retrain it): {first if len(first) <= 160 else first[:160] + '...'}") from None
+        raise ConfigError(f"model {path}: cannot be loaded ({type(exc).__name__}: {lines[0]})") from None
 
 
 def save_model(model: Any, path: str | Path) -> None:
