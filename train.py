@@ -2,6 +2,7 @@
 (gpusched/RLSched-v0), then evaluate it.
 
     python train.py                                        # configs/experiments/default.yaml, a few CPU minutes
+    python train.py --config configs/experiments/vec_default.yaml   # the batched engine (GPU when present)
     python train.py --total-timesteps 2000 --run-dir runs/smoke --device cpu
     python train.py --run-dir runs/smoke --resume          # continue a run (killed or finished) to its total
     python train.py --run-dir runs/smoke --resume --total-timesteps 8000   # ... or to a new total
@@ -13,12 +14,19 @@ start as model_0_steps.zip, then one every train.checkpoint_every_steps, by defa
 evaluation (eval/ with results.csv and summary.json), which is also printed beside the heuristics. Every file is
 written atomically, so a killed run resumes from its newest checkpoint. The experiment is checked before anything
 runs: an unknown key or a wrong type is a one-line error naming the file and the key.
+
+The experiment's ``engine`` picks how PPO runs: ``sb3`` (the default) is SB3's MaskablePPO on ``n_envs`` event
+envs; ``vec`` simulates ``vec.num_envs`` clusters in lockstep as tensors (envs.vec) and runs PPO on the same device
+(agents.ppo_torch). Both train the same network from the same ``ppo:`` settings and leave the same run folder;
+the imitation warm start, validation, checkpoints and the final evaluation run on the event simulator for both.
+Progress bars (imitation, PPO steps and the latest validation score) go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import sys
 import time
@@ -48,10 +56,11 @@ class Args:
     """environment steps the run trains to (default: the config's; with --resume, a new total)"""
     device: str = "auto"
     """torch device: auto (cuda when present), cpu, cuda, cuda:N or mps"""
-    threads: int = 1
-    """torch CPU threads; more threads than free cores slow small-batch PPO many times over"""
+    threads: int | None = None
+    """torch CPU threads (default: 1 with engine sb3, where more than the free cores slow its small batches many
+    times over; every core with engine vec, whose batches are large)"""
     n_envs: int | None = None
-    """parallel environments (SubprocVecEnv when > 1; default: the config's)"""
+    """parallel environments (SubprocVecEnv when > 1; with engine vec, its clusters; default: the config's)"""
     seed: int = 0
     """seed of the model and of the training environments (a resumed run keeps its own)"""
     run_dir: Path | None = None
@@ -60,6 +69,8 @@ class Args:
     """continue the run in run_dir to its total: from model.zip, else from its newest checkpoint"""
     eval: bool = True
     """evaluate the trained model beside the heuristics at the end"""
+    progress: bool = True
+    """progress bars on stderr (imitation episodes and passes, PPO steps)"""
     set: list[str] = field(default_factory=list)
     """config overrides KEY=VALUE (repeatable; VALUE read as YAML): env settings, or dotted paths (ppo.n_steps=512)"""
     debug: bool = False
@@ -130,6 +141,7 @@ def train(args: Args) -> int:
     from agents.experiment import apply_sets, check_experiment, read_experiment
     from agents.model_file import CONFIG_FILE, checkpoint_path, load_model, save_model
     from agents.ppo import new_model
+    from agents.ppo_torch import BatchedPPO, VecSettings, batched_model
     from envs.core.files import write_text_atomically
 
     if args.resume:
@@ -143,10 +155,14 @@ def train(args: Args) -> int:
     if args.set:
         check_experiment(config, f"{config_path.name} with --set")
     total = args.total_timesteps or int(config["total_timesteps"])
-    n_envs = args.n_envs or int(config.get("n_envs", 1))
+    engine = str(config.get("engine", "sb3"))
+    settings = VecSettings.from_section(config.get("vec")) if engine == "vec" else None
+    if settings is not None and args.n_envs:
+        settings = dataclasses.replace(settings, num_envs=args.n_envs)
+    n_envs = settings.num_envs if settings is not None else args.n_envs or int(config.get("n_envs", 1))
     seed = int(config.get("seed", args.seed)) if args.resume else args.seed
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or ((os.cpu_count() or 1) if settings is not None else 1))
     env_id, env_overrides = str(config["env_id"]), dict(config.get("env") or {})
     if env_id not in gym.registry:
         known = ", ".join(sorted(i for i in gym.registry if i.startswith("gpusched/")))
@@ -155,7 +171,8 @@ def train(args: Args) -> int:
         env_config = gym.make(env_id, **env_overrides).unwrapped.config
     except ConfigError as exc:
         raise ConfigError(f"{config_path.name}: {exc}") from exc
-    resolved = {**config, "total_timesteps": total, "n_envs": n_envs, "seed": seed, "device": device,
+    envs_section = {"vec": dataclasses.asdict(settings)} if settings is not None else {"n_envs": n_envs}
+    resolved = {**config, "engine": engine, "total_timesteps": total, **envs_section, "seed": seed, "device": device,
                 "env": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(env_config).items()}}
     try:  # the final evaluation's policies, workload and cluster are checked now, before training
         final = _final_evaluation(config.get("eval") or {}, env_id, resolved["env"])
@@ -166,27 +183,40 @@ def train(args: Args) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomically(run_dir / CONFIG_FILE, yaml.safe_dump(resolved, sort_keys=False))
 
-    vec = make_vec(env_id, env_overrides, n_envs, seed)
+    vec = make_vec(env_id, env_overrides, n_envs, seed) if settings is None else None  # SB3's event envs
     if args.resume:
         model = load_model(source, resolved, env=vec, device=device)
         print(f"resumed from {source} ({model.num_timesteps:,} steps; training to {total:,})")
     else:
-        model = new_model(config.get("ppo") or {}, vec, device, seed, str(run_dir / "tb"))
-        if config.get("pretrain"):
-            _pretrain(config["pretrain"], model, gym.make(env_id, **env_overrides), seed)
-            warm_start = checkpoint_path(run_dir, 0)  # a resumed run keeps the warm start
-            warm_start.parent.mkdir(exist_ok=True)
-            save_model(model, warm_start)
+        ppo, tb = config.get("ppo") or {}, str(run_dir / "tb")
+        model = (new_model(ppo, vec, device, seed, tb) if vec is not None
+                 else batched_model(ppo, gym.make(env_id, **env_overrides), device, seed, tb))
+    batched = None  # built before the warm start, so that a config the engine refuses fails at once
+    if settings is not None:
+        try:
+            batched = make_batched(env_config, settings, device, seed, model.num_timesteps)
+        except ConfigError as exc:
+            raise ConfigError(f"{config_path.name}: engine: vec: {exc}") from exc
+    if not args.resume and config.get("pretrain"):
+        _pretrain(config["pretrain"], model, gym.make(env_id, **env_overrides), seed, args.progress)
+        warm_start = checkpoint_path(run_dir, 0)  # a resumed run keeps the warm start
+        warm_start.parent.mkdir(exist_ok=True)
+        save_model(model, warm_start)
+    callbacks = _callbacks(resolved, env_id, env_overrides, run_dir, n_envs, args.resume, args.progress)
     start, t0 = model.num_timesteps, time.perf_counter()
-    if total > start:
-        model.learn(total_timesteps=total - start, reset_num_timesteps=False, tb_log_name="ppo",
-                    callback=_callbacks(resolved, env_id, env_overrides, run_dir, n_envs, args.resume))
+    if total > start and batched is not None:
+        BatchedPPO(model, batched, seed).learn(total, callback=callbacks, tb_log_name="ppo")
+    elif total > start:
+        model.learn(total_timesteps=total - start, reset_num_timesteps=False, tb_log_name="ppo", callback=callbacks)
     wall = time.perf_counter() - t0
     model_path = run_dir / "model.zip"
     save_model(model, model_path)
-    vec.close()
+    if vec is not None:
+        vec.close()
     trained = model.num_timesteps - start
     speed = f" ({trained / wall:,.0f} steps/s on {model.device})" if trained else ""
+    if model.device.type == "cuda":
+        speed += f", peak GPU memory {torch.cuda.max_memory_allocated(model.device) / 2**20:,.0f} MiB"
     print(f"trained {trained:,} steps in {wall:.0f} s{speed}; model: {model_path} (total steps "
           f"{model.num_timesteps:,})")
     if not args.eval:
@@ -211,41 +241,57 @@ def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int)
     return vec
 
 
-def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int) -> None:
+def make_batched(env_config: Any, settings: Any, device: str, seed: int, steps: int) -> Any:
+    """The batched engine (:class:`envs.vec.VecClusterEnv`): ``settings.num_envs`` clusters of ``env_config`` on
+    ``device``, their episodes seeded from the run's seed and the step count it continues from."""
+    from agents.ppo_torch import derived_seed
+
+    try:
+        from envs.vec import VecClusterEnv
+    except ImportError as exc:
+        raise ConfigError(f"the batched engine (envs.vec) cannot be imported here: {exc}") from None
+    return VecClusterEnv(env_config, settings.num_envs, device=device, seed=derived_seed(seed, steps, 0),
+                         workloads=settings.workloads)
+
+
+def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int, progress: bool = False) -> None:
     """Warm start by imitation of the heuristic ``spec["teacher"]`` (an ``rls:`` order on the peer-mode env) on
     ``spec["episodes"]`` episodes (reset seeds 10^6 + 1000 seed + i, never an evaluation seed), ``spec["epochs"]``
     passes at Adam rate ``spec["learning_rate"]``, then ``spec["dagger_rounds"]`` DAgger rounds of as many
-    episodes each (the policy drives, the teacher labels)."""
+    episodes each (the policy drives, the teacher labels); ``progress``: bars on stderr."""
     from agents.imitation import make_teacher, pretrain
 
     n, rounds = int(spec.get("episodes", 4)), int(spec.get("dagger_rounds", 0))
     seeds = [1_000_000 + 1000 * seed + i for i in range(n * (rounds + 1))]
     stats = pretrain(model, env, make_teacher(env, str(spec["teacher"])), seeds[:n], int(spec.get("epochs", 10)),
                      seed=seed, learning_rate=float(spec.get("learning_rate", 3e-4)),
-                     dagger_seeds=[seeds[n * r : n * (r + 1)] for r in range(1, rounds + 1)])
+                     dagger_seeds=[seeds[n * r : n * (r + 1)] for r in range(1, rounds + 1)], progress=progress)
     print(f"pretrained by imitation of {spec['teacher']} ({rounds} DAgger rounds): {stats['decisions']:,} "
           f"decisions, loss {stats['loss']:.3f}, agreement {stats['agreement']:.1%}")
 
 
 def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any], run_dir: Path,
-               n_envs: int, resume: bool) -> list[Any]:
-    """Periodic evaluation scalars (beside the best heuristic) and checkpoints, as the config's ``train`` asks;
-    checkpoints default to one per rollout, so a killed run loses at most one rollout of work."""
-    from agents.callbacks import Checkpoints, EvalScalars
+               n_envs: int, resume: bool, progress: bool = False) -> list[Any]:
+    """Periodic evaluation scalars (beside the best heuristic), checkpoints and the progress bar, as the config's
+    ``train`` asks; checkpoints default to one per rollout, so a killed run loses at most one rollout of work. Both
+    engines call them once per step of their ``n_envs`` envs (clusters)."""
+    from agents.callbacks import Checkpoints, EvalScalars, ProgressBar
     from agents.ppo import PPO_DEFAULTS
 
     train = config.get("train") or {}
     callbacks: list[Any] = []
+    validation = None
     if train.get("eval_every_steps"):
         eval_env = {**env_overrides, **(train.get("eval_env") or {})}  # validation episodes may differ in size
-        callbacks.append(EvalScalars(env_id, eval_env, train.get("eval_seeds", [2000, 2001]),
-                                     (config.get("eval") or {}).get("heuristics", ["fifo"]),
-                                     max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL,
-                                     resume))
+        validation = EvalScalars(env_id, eval_env, train.get("eval_seeds", [2000, 2001]),
+                                 (config.get("eval") or {}).get("heuristics", ["fifo"]),
+                                 max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL, resume)
+        callbacks.append(validation)
     rollout = int((config.get("ppo") or {}).get("n_steps", PPO_DEFAULTS["n_steps"])) * n_envs
     every = int(train.get("checkpoint_every_steps", rollout))
     if every:
         callbacks.append(Checkpoints(run_dir, every))
+    callbacks.append(ProgressBar(validation, enabled=progress))  # after the validation: shows its latest score
     return callbacks
 
 

@@ -1,15 +1,18 @@
-"""Training callbacks: periodic evaluation episodes logged to TensorBoard beside the best heuristic's figures, and
-checkpoints. Every file they write is written atomically."""
+"""Training callbacks: periodic evaluation episodes logged to TensorBoard beside the best heuristic's figures,
+checkpoints and a progress bar. Every file they write is written atomically. They serve both training engines:
+SB3's ``learn`` and the batched engine's loop (:mod:`agents.ppo_torch`) call the same hooks."""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
+from tqdm import tqdm
 
 from agents.model_file import checkpoint_path, save_model
 from baselines import make
@@ -53,6 +56,7 @@ class EvalScalars(BaseCallback):
             self.best_value = float(json.loads(self.record.read_text())["value"])
         self.heuristic: dict[str, float] = {}
         self.heuristic_name = ""
+        self.latest: dict[str, float] = {}  # the last validation's metrics
         self.keys = PEER_EVAL_KEYS if isinstance(self.env.unwrapped, PeerSchedEnv) else EVAL_KEYS
 
     def _on_training_start(self) -> None:
@@ -79,7 +83,7 @@ class EvalScalars(BaseCallback):
 
     def _validate(self) -> None:
         """Evaluate the model now, log it beside the best heuristic and keep it if it is the best so far."""
-        metrics = self.evaluate()
+        metrics = self.latest = self.evaluate()
         for key, value in metrics.items():
             self.logger.record(f"eval/{key}", value)
         if self.best_path is not None and metrics[self.keys[0]] < self.best_value:
@@ -134,3 +138,49 @@ class Checkpoints(BaseCallback):
     def _save(self) -> None:
         save_model(self.model, checkpoint_path(self.run_dir, self.num_timesteps))
         self.last = self.num_timesteps
+
+
+def progress_bar(total: int | None, desc: str, unit: str, enabled: bool = True, initial: int = 0) -> tqdm:
+    """A progress bar on stderr (``total`` units, or a bare counter for None): redrawn twice a second on a terminal,
+    every 30 s into a file or a pipe (a log keeps a few lines, not thousands); counts of 10,000 and more in k / M."""
+    tty = sys.stderr.isatty()
+    return tqdm(total=total, desc=desc, unit=unit, initial=initial, file=sys.stderr, disable=not enabled,
+                mininterval=0.5 if tty else 30.0, dynamic_ncols=tty, unit_scale=(total or 0) >= 10_000)
+
+
+class ProgressBar(BaseCallback):
+    """A bar on stderr over the run's steps (done of the total, steps per second) showing the latest validation
+    score of ``validation`` beside its best heuristic's. Place it after ``validation`` in the callback list, so a
+    step that validates shows the new score."""
+
+    def __init__(self, validation: EvalScalars | None = None, enabled: bool = True) -> None:
+        super().__init__()
+        self.validation, self.enabled = validation, enabled
+        self.bar: tqdm | None = None
+        self._shown: dict[str, float] | None = None
+
+    def _on_training_start(self) -> None:
+        total = int(self.locals.get("total_timesteps", self.num_timesteps))  # both engines: the run's total
+        self.bar = progress_bar(total, "PPO", "step", self.enabled, initial=self.num_timesteps)
+        self._show_score()
+
+    def _on_step(self) -> bool:
+        if self.bar is not None:
+            self._show_score()  # before the update, which may redraw the bar
+            self.bar.update(self.num_timesteps - self.bar.n)
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self._show_score()
+            self.bar.update(self.num_timesteps - self.bar.n)
+            self.bar.close()
+
+    def _show_score(self) -> None:
+        validation = self.validation
+        if validation is None or not validation.latest or validation.latest is self._shown or self.bar is None:
+            return
+        key = validation.keys[0]
+        beside = f" ({validation.heuristic_name} {validation.heuristic[key]:,.4g})" if validation.heuristic else ""
+        self.bar.set_postfix_str(f"validation {key} {validation.latest[key]:,.4g}{beside}", refresh=False)
+        self._shown = validation.latest

@@ -1,9 +1,11 @@
 """The experiment YAML that ``train.py`` reads (``configs/experiments/*.yaml``), and its validation.
 
-Top level: ``env_id`` (a registered id), ``env`` (that env's settings), ``total_timesteps``, ``n_envs``, and the
-sections ``ppo`` (MaskablePPO's settings and this project's ``hidden`` and ``learning_rate_end``), ``train``
-(periodic validation and checkpoints), ``pretrain`` (imitation warm start) and ``eval`` (the final evaluation); a
-run folder's ``config.yaml`` also holds ``seed`` and ``device``. :func:`check_experiment` raises
+Top level: ``env_id`` (a registered id), ``env`` (that env's settings), ``total_timesteps``, ``engine`` (``sb3``,
+the default: SB3's MaskablePPO on ``n_envs`` event envs; ``vec``: the batched engine :mod:`envs.vec` with
+:mod:`agents.ppo_torch`, set up by the ``vec`` section), and the sections ``ppo`` (MaskablePPO's settings and this
+project's ``hidden`` and ``learning_rate_end``; the same keys on both engines), ``train`` (periodic validation and
+checkpoints), ``pretrain`` (imitation warm start), ``vec`` (``num_envs``, ``workloads``) and ``eval`` (the final
+evaluation); a run folder's ``config.yaml`` also holds ``seed`` and ``device``. :func:`check_experiment` raises
 :class:`~envs.core.errors.ConfigError` naming the file and the key for an unknown key or a value of the wrong
 type, before anything is trained.
 """
@@ -46,11 +48,14 @@ _TEXT = ((lambda v: isinstance(v, str) and bool(v.strip())), "a non-empty string
 _MAPPING = ((lambda v: isinstance(v, Mapping)), "a mapping")
 _BOOL = ((lambda v: isinstance(v, bool)), "true or false")
 _SEEDS = _list_of(_integer(0))
+ENGINES = ("sb3", "vec")
+"""The training engines: SB3's MaskablePPO on event envs, or the batched engine (envs.vec) with agents.ppo_torch."""
 
 TOP: dict[str, tuple[Check, str]] = {
     "env_id": _TEXT, "env": _optional(_MAPPING), "total_timesteps": _integer(1), "n_envs": _integer(1),
     "ppo": _optional(_MAPPING), "train": _optional(_MAPPING), "pretrain": _optional(_MAPPING),
     "eval": _optional(_MAPPING), "seed": _integer(0), "device": _TEXT,
+    "engine": ((lambda v: v in ENGINES), " or ".join(ENGINES)), "vec": _optional(_MAPPING),
 }
 TRAIN: dict[str, tuple[Check, str]] = {
     "eval_every_steps": _integer(0), "eval_seeds": _SEEDS, "eval_env": _optional(_MAPPING),
@@ -64,7 +69,9 @@ EVAL: dict[str, tuple[Check, str]] = {
     "workload": _TEXT, "cluster": _TEXT, "seeds": _SEEDS, "heuristics": _list_of(_TEXT), "load": _number(True),
     "starts": _SEEDS, "length": _integer(1), "decode": _list_of(_TEXT),
 }
-SECTIONS = {"train": TRAIN, "pretrain": PRETRAIN, "eval": EVAL}
+VEC: dict[str, tuple[Check, str]] = {"num_envs": _integer(1), "workloads": _integer(1)}
+"""The ``vec:`` section (:class:`agents.ppo_torch.VecSettings`)."""
+SECTIONS = {"train": TRAIN, "pretrain": PRETRAIN, "eval": EVAL, "vec": VEC}
 
 
 def _ppo_checks() -> dict[str, tuple[Check, str]]:
@@ -113,6 +120,15 @@ def check_experiment(config: Any, where: str) -> None:
             _check_keys(config[name], checks, f"{where}: {name}.")
     if config.get("pretrain") and "teacher" not in config["pretrain"]:
         raise ConfigError(f"{where}: pretrain.teacher: missing (the heuristic to imitate)")
+    if config.get("engine", "sb3") == "vec":
+        from envs.registration import PEER_ENV_ID
+
+        if config["env_id"] == PEER_ENV_ID:
+            raise ConfigError(f"{where}: engine: vec simulates GPUClusterEnv variants, not {PEER_ENV_ID}")
+        if "n_envs" in config:
+            raise ConfigError(f"{where}: n_envs: the vec engine's clusters are vec.num_envs")
+    elif config.get("vec"):
+        raise ConfigError(f"{where}: vec: applies only with engine: vec")
 
 
 def read_experiment(path: str | Path) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from agents.callbacks import progress_bar
 from baselines.registry import make, parse
 from baselines.rls import rls_policy
 from envs.gymenv.actions import start_action, wait_action
@@ -77,13 +78,15 @@ def make_teacher(env: gym.Env, name: str) -> Teacher:
 
 
 def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: float,
-                   actor: Callable[[dict[str, np.ndarray], np.ndarray], int] | None = None
+                   actor: Callable[[dict[str, np.ndarray], np.ndarray], int] | None = None, progress: bool = False
                    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """(observations by key, action masks, teacher actions, discounted returns from each decision) over one
     episode per reset seed. The episodes follow the teacher, or ``actor(obs, mask) -> action`` when given (the
-    teacher still labels every state; the returns are then the actor's)."""
+    teacher still labels every state; the returns are then the actor's). ``progress``: a bar on stderr over the
+    episodes."""
     observations: dict[str, list[np.ndarray]] = {}
     masks, actions, returns = [], [], []
+    bar = progress_bar(len(seeds), "imitation: episodes" + (" (DAgger)" if actor else ""), "episode", progress)
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
         if hasattr(teacher, "reset"):
@@ -104,24 +107,28 @@ def demonstrations(env: gym.Env, teacher: Teacher, seeds: list[int], gamma: floa
             ahead = reward + gamma * ahead
             backwards.append(ahead)
         returns.extend(reversed(backwards))
+        bar.update()
+        bar.set_postfix_str(f"{len(actions):,} decisions", refresh=False)
+    bar.close()
     return ({k: np.stack(v) for k, v in observations.items()}, np.stack(masks), np.array(actions),
             np.array(returns, dtype=np.float32))
 
 
 def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epochs: int = 10,
              batch_size: int = 256, seed: int = 0, learning_rate: float = 3e-4,
-             dagger_seeds: list[list[int]] | None = None) -> dict[str, float]:
+             dagger_seeds: list[list[int]] | None = None, progress: bool = False) -> dict[str, float]:
     """Fit ``model``'s policy to ``teacher`` on the episodes of ``seeds`` (and its value head to the discounted
     returns, so that PPO's first advantages are not noise) with Adam at ``learning_rate`` (not PPO's: fine-tuning
     rates are far too small to clone a teacher; PPO sets its own rate again at every update). Each list of
     ``dagger_seeds`` is one DAgger round: episodes driven by the policy (deterministic, masked), labelled by the
     teacher, added to the data, which is refitted for ``epochs`` passes. Returns the final loss and the share of
     the last round's decisions where the policy's most likely action starts the teacher's job (rules that find the
-    same GPUs look alike to the network, so agreement is counted per job, not per rule)."""
+    same GPUs look alike to the network, so agreement is counted per job, not per rule). ``progress``: bars on
+    stderr over the episodes and the fitting passes."""
     policy, device = model.policy, model.device
     rules = policy.mlp_extractor.rules  # placement rules per slot (P)
     rng = np.random.default_rng(seed)
-    data = demonstrations(env, teacher, seeds, model.gamma)
+    data = demonstrations(env, teacher, seeds, model.gamma, progress=progress)
     newest = len(data[2])  # decisions of the latest collection (agreement is measured on them)
 
     def actor(obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
@@ -133,11 +140,11 @@ def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epoch
     loss = 0.0
     for round_seeds in [None, *(dagger_seeds or [])]:
         if round_seeds is not None:
-            more = demonstrations(env, teacher, round_seeds, model.gamma, actor)
+            more = demonstrations(env, teacher, round_seeds, model.gamma, actor, progress)
             newest = len(more[2])
             data = ({k: np.concatenate([data[0][k], more[0][k]]) for k in data[0]},
                     *(np.concatenate([a, b]) for a, b in zip(data[1:], more[1:], strict=True)))
-        loss = _fit(model, data, epochs, batch_size, rng)
+        loss = _fit(model, data, epochs, batch_size, rng, progress)
     obs, masks, actions, _ = data
     agree = 0
     with torch.no_grad():
@@ -150,13 +157,14 @@ def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epoch
 
 
 def _fit(model: Any, data: tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray], epochs: int,
-         batch_size: int, rng: np.random.Generator) -> float:
+         batch_size: int, rng: np.random.Generator, progress: bool = False) -> float:
     """``epochs`` passes of minibatch maximum likelihood of the teacher's actions plus value regression on the
-    returns; the last minibatch's loss."""
+    returns; the last minibatch's loss. ``progress``: a bar on stderr over the passes."""
     obs, masks, actions, returns = data
     policy, device = model.policy, model.device
     policy.set_training_mode(True)
     loss = torch.tensor(0.0)
+    bar = progress_bar(epochs, f"imitation: fit {len(actions):,} decisions", "epoch", progress)
     for _ in range(epochs):
         order = rng.permutation(len(actions))
         for start in range(0, len(actions), batch_size):
@@ -169,6 +177,9 @@ def _fit(model: Any, data: tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, 
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
             policy.optimizer.step()
+        bar.update()
+        bar.set_postfix_str(f"loss {float(loss.detach()):.3f}", refresh=False)
+    bar.close()
     policy.set_training_mode(False)
     return float(loss.detach())
 
