@@ -122,7 +122,7 @@ def lockstep(config: EnvConfig, n: int, steps: int, seed: int, device: str = "cp
                 ended[i] = False
                 finished += 1
                 episode[i] += 1
-                ev_obs[i] = env.reset(seed=0, options={"workload": workloads[(i + n * episode[i]) % pool]})[0]
+                ev_obs[i] = env.reset(seed=0, options={"workload": workloads[(i + episode[i]) % pool]})[0]
     logs = [entry for cluster in vec.logs for ep in cluster for entry in ep.values()]
     c = vec.cluster
     nodes = [set(c.gpu_node[list(gpus)].tolist()) for _, _, gpus in logs]

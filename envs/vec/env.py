@@ -11,7 +11,7 @@ State, per cluster: the clock, each node's free GPUs as bits, each GPU's end tim
 requested time; +inf when free), the queue as a window of the first K pending jobs (job indices in queue order)
 followed by the arrived jobs behind it, and the integrals of the reward terms. Only jobs in the window can start,
 so the pending jobs are always the window followed by the contiguous run of arrived jobs after it. A cluster whose
-episode ends is reset at once to the next workload of the pool (cluster i plays workloads i, i + N, i + 2N, ...
+episode ends is reset at once to the next workload of the pool (cluster i plays workloads i, i + 1, i + 2, ...
 modulo the pool's size), and ``done`` says so.
 """
 
@@ -270,7 +270,7 @@ class VecClusterEnv:
         """Start the next workload of ``clusters`` (N,) bool and advance them to their first decision point."""
         pool, lay = self.pool, self.layout
         index = torch.arange(self.num_envs, device=self.device)
-        workload = (index + self.num_envs * self.episodes) % pool.n_workloads
+        workload = (index + self.episodes) % pool.n_workloads
         self.workload = torch.where(clusters, workload, self.workload)
         m = clusters[:, None]
         self.now = torch.where(clusters, pool.submit[self.workload, 0], self.now)
