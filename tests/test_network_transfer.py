@@ -149,3 +149,31 @@ def test_evaluate_cli_runs_a_tiny_model_on_hetero_64(tiny_model, tmp_path):
     assert row["policy"] == str(tiny_model) and row["cluster"] == "hetero-64"
     assert int(row["n_completed"]) == int(row["n_jobs"]) > 0
     assert math.isfinite(float(row["mean_wait_s"]))
+
+
+def test_slots_without_a_job_change_nothing_and_batching_changes_nothing():
+    """The scorer computes only the slots that hold a job: what empty slots contain, and which other samples share
+    the batch, leaves every held slot's logits, Wait's logit and the value as they are."""
+    space = gym.make(TINY_ID).observation_space
+    torch.manual_seed(3)
+    scorer = SlotScorer(space, hidden=16)
+    k, p = space["placements"].shape[:2]
+    obs = random_obs(space, 4, 2)
+    held = torch.tensor([1, 3, 0, k])  # jobs in the first 1, 3, 0 and k slots (a prefix, as the env fills them)
+    present = (torch.arange(k)[None, :] < held[:, None]).float()
+    obs["jobs"][..., 0] = present
+    logits, values = scorer(flat(obs, space))
+    garbage = {key: value.clone() for key, value in obs.items()}
+    empty = present == 0
+    garbage["jobs"][empty] = torch.rand(int(empty.sum()), space["jobs"].shape[1])
+    garbage["jobs"][..., 0] = present
+    garbage["placements"][empty] = torch.rand(int(empty.sum()), p, space["placements"].shape[2])
+    logits_g, values_g = scorer(flat(garbage, space))
+    starts = present.repeat_interleave(p, dim=1).bool()
+    torch.testing.assert_close(logits_g[:, :-1][starts], logits[:, :-1][starts])
+    torch.testing.assert_close(logits_g[:, -1], logits[:, -1])
+    torch.testing.assert_close(values_g, values)
+    for i in range(4):  # each sample alone gives what it gives in the batch
+        alone_logits, alone_values = scorer(flat({key: value[i:i + 1] for key, value in obs.items()}, space))
+        torch.testing.assert_close(alone_logits[0], logits[i])
+        torch.testing.assert_close(alone_values[0], values[i])
