@@ -5,6 +5,7 @@ list is in the order of the specs whatever the backend or the number of workers.
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
@@ -43,7 +44,7 @@ def execute(specs: Sequence[RunSpec], workers: int = 1, backend: str = "local", 
         for i, spec in enumerate(specs):
             finished(i, run(spec))
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_one_thread) as pool:
             futures = {pool.submit(run, spec): i for i, spec in enumerate(specs)}
             while futures:
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)
@@ -51,6 +52,14 @@ def execute(specs: Sequence[RunSpec], workers: int = 1, backend: str = "local", 
                     finished(futures.pop(future), future.result())
     bar.close()
     return [results[i] for i in range(len(specs))]
+
+
+def _one_thread() -> None:
+    """A forked worker runs one simulation: torch (when the parent loaded it, for a model) on one thread. Its
+    thread pool does not survive the fork, and a forked child that uses it hangs (a model row never finished)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def _connect_ray(workers: int, address: str | None) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from paths import ROOT
 from sb3_contrib import MaskablePPO
 
 import envs  # noqa: F401  (registers the ids)
@@ -149,6 +152,19 @@ def test_evaluate_cli_runs_a_tiny_model_on_hetero_64(tiny_model, tmp_path):
     assert row["policy"] == str(tiny_model) and row["cluster"] == "hetero-64"
     assert int(row["n_completed"]) == int(row["n_jobs"]) > 0
     assert math.isfinite(float(row["mean_wait_s"]))
+
+
+def test_model_rows_finish_with_worker_processes(tiny_model, tmp_path):
+    """A model row in forked workers gives what it gives in one process (a forked worker that used the parent's
+    torch threads used to hang: the run is a subprocess with a timeout, so a hang fails instead of stalling)."""
+    rows = {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"eval{workers}"
+        subprocess.run([sys.executable, "evaluate.py", "--policies", f"{tiny_model},fifo", "--cluster", "tiny",
+                        "--workload", "small", "--seeds", "0,1", "--out", str(out), "--workers", workers,
+                        "--no-plots"], cwd=ROOT, check=True, timeout=300, capture_output=True)
+        rows[workers] = list(csv.DictReader((out / "results.csv").open()))
+    assert len(rows["2"]) == 4 and rows["2"] == rows["1"]
 
 
 def test_slots_without_a_job_change_nothing_and_batching_changes_nothing():
