@@ -36,8 +36,10 @@ vec_long() {  # three times longer: 4.9 M PPO steps (120 times sb3's)
 }
 
 scratch() {  # no warm start: PPO alone, 1.6 M steps, with an entropy bonus to explore
-    run "$PYTHON" train.py --config configs/experiments/vec_default.yaml --set pretrain=null \
-        --set ppo.learning_rate=0.0003 --set ppo.ent_coef=0.01 --no-progress --run-dir runs/vec_study_scratch
+    mkdir -p runs
+    sed '/^pretrain:/,/^ppo:/{/^ppo:/!d}' configs/experiments/vec_default.yaml > runs/vec_study_scratch.yaml
+    run "$PYTHON" train.py --config runs/vec_study_scratch.yaml --set ppo.learning_rate=0.0003 \
+        --set ppo.ent_coef=0.01 --no-progress --run-dir runs/vec_study_scratch
 }
 
 philly() {  # the Philly experiment on the batched engine; its final evaluation (four held-out windows) is the table
