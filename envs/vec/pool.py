@@ -23,13 +23,13 @@ from envs.gymenv.observation import JOB_FEATURES, ObservationEncoder
 from envs.workload.table import Workload
 
 SUPPORTED = """\
-The batched engine simulates exactly (the same job log as the event simulator for the same actions):
-whole-GPU jobs of any size (gangs across nodes and racks), heterogeneous GPU types and speeds, type and memory
-constraints, NVLink islands, racks, the placement rules first-fit is not among: pack, spread and topology, the
-"full" runtime model without dataset staging (no job reads a dataset) or the "rigid" one, CPU and RAM needs that
-never bind (every node can feed all its GPUs) with one CPU need per GPU for all jobs, nodes of up to 16 GPUs, and
-the work-conserving or free Wait of GPUClusterEnv. Outside it (fractional GPUs, datasets with staging, binding CPU
-or RAM, failures and outages, preemption, backfill_assist, per-job type speeds) it raises ConfigError."""
+The batched engine simulates exactly (the same job log as the event simulator for the same actions): whole-GPU
+jobs of any size (gangs across nodes and racks), heterogeneous GPU types and speeds, type and memory constraints,
+NVLink islands, racks, the placement rules pack, spread and topology, the "full" runtime model without dataset
+staging (no job reads a dataset) or the "rigid" one, CPU and RAM needs that never bind (every node can feed all its
+GPUs) with one CPU need per GPU for all jobs, nodes of up to 16 GPUs, and the free or work-conserving Wait of
+GPUClusterEnv. Outside it (fractional GPUs, datasets with staging, binding CPU or RAM, failures and outages,
+preemption, backfill_assist, per-job type speeds, other placement rules) it raises ConfigError."""
 
 VEC_RULES = ("pack", "spread", "topology")
 """The placement rules the batched engine vectorizes."""
