@@ -324,12 +324,12 @@ class VecClusterEnv:
 
     def _job_features(self, klass: torch.Tensor, present: torch.Tensor, fits: torch.Tensor) -> torch.Tensor:
         c = self.config
-        rows = self._job(self.pool.static, self.window).clone()  # (N, K, F)
+        rows = self._job(self.pool.static, self.window)  # (N, K, F), a fresh tensor
         waited = self.now[:, None] - self._job(self.pool.submit, self.window)
         rows[..., 0] = 1.0
         rows[..., 4] = (torch.log1p(waited.clamp(min=0)) / math.log1p(c.max_wait_obs_s)).clamp(max=1.0).float()
         rows[..., 11] = fits.float()
-        return torch.where(present[..., None], rows, 0.0)
+        return rows * present[..., None]  # every feature is finite: an empty slot's row becomes 0
 
     def _placement_features(self, klass: torch.Tensor, fits: torch.Tensor) -> torch.Tensor:
         """(N, K, P, features): the class features of each slot's job, and its topology penalty."""
@@ -339,15 +339,16 @@ class VecClusterEnv:
         zeros = torch.zeros_like(speed)
         nodes_per_gpu = plan.n_nodes / self.pool.class_gpus[None, :, None]
         per_class = torch.stack([torch.ones_like(speed), zeros, speed, nodes_per_gpu, zeros, plan.left], -1).float()
-        width = rules * per_class.shape[-1]
-        out = per_class.reshape(n_clusters, n_classes, width).gather(1, klass[..., None].expand(-1, -1, width))
-        out = out.reshape(n_clusters, -1, rules, per_class.shape[-1])
+        # per slot: row (cluster, class) of the per-class tables (an index_select: 6x faster than gather here)
+        rows = (torch.arange(n_clusters, device=self.device)[:, None] * n_classes + klass).reshape(-1)
+        out = per_class.reshape(n_clusters * n_classes, -1).index_select(0, rows)
+        out = out.view(n_clusters, -1, rules, per_class.shape[-1])
         if model.use_topology:
-            level = plan.level.gather(1, klass[..., None].expand(-1, -1, rules))  # (N, K, P)
+            level = plan.level.reshape(n_clusters * n_classes, rules).index_select(0, rows).view(n_clusters, -1, rules)
             comm = self._job(self.pool.comm, self.window)[..., None]
             penalty = ((1.0 + comm * lookup(self._alpha, level)) - 1.0) / self._max_alpha  # (factor - 1) / max alpha
             out[..., 1] = torch.where(level == ONE_ISLAND, 0.0, penalty).clamp(max=1.0).float()
-        return torch.where(fits[..., None, None], out, 0.0)
+        return out * fits[..., None, None]  # every feature is finite: a slot without room gets a row of 0
 
     def _cluster_features(self) -> torch.Tensor:
         lay = self.layout
