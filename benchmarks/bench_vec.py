@@ -19,8 +19,8 @@ import resource
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
+from bench_env import single_process
 
 from envs.gymenv.config import EnvConfig
 from envs.gymenv.env import GPUClusterEnv
@@ -37,19 +37,12 @@ def peak_memory_mib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def event_env_rate(config: EnvConfig, steps: int, seed: int) -> dict[str, object]:
-    """Steps/s of one GPUClusterEnv (one process), random masked actions."""
-    env = GPUClusterEnv(config)
-    rng = np.random.default_rng(seed)
-    env.reset(seed=seed)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        _, _, terminated, _, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
-        if terminated:
-            env.reset()
-    wall = time.perf_counter() - t0
-    return {"engine": "event", "device": "cpu", "n": 1, "steps": steps, "wall_s": round(wall, 2),
-            "steps_per_s": round(steps / wall)}
+def event_env_rate(steps: int, seed: int) -> dict[str, object]:
+    """Steps/s of one GPUClusterEnv with the ENV settings (one process), random masked actions (bench_env.py's
+    loop)."""
+    row = single_process("gpusched/GPUCluster-v0", steps, seed, **ENV)
+    return {"engine": "event", "device": "cpu", "n": 1, "steps": steps, "wall_s": row["wall_s"],
+            "steps_per_s": row["steps_per_s"]}
 
 
 def random_actions(mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -161,7 +154,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     config = EnvConfig().replace(**ENV)
-    event = event_env_rate(config, args.event_steps, args.seed)
+    event = event_env_rate(args.event_steps, args.seed)
     print(json.dumps(event), flush=True)
     best = None
     for n in (int(x) for x in args.sizes.split(",")):

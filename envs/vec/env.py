@@ -30,7 +30,7 @@ from envs.gymenv.episodes import EpisodeSource
 from envs.gymenv.observation import ObservationEncoder
 from envs.placement import PLACEMENT_RULES
 from envs.vec.layout import ClusterLayout, lookup
-from envs.vec.placement import ONE_ISLAND, Plan, VecPlacement, pick
+from envs.vec.placement import Plan, VecPlacement, pick
 from envs.vec.pool import WorkloadPool, check_config
 from envs.workload.table import Workload
 
@@ -163,10 +163,7 @@ class VecClusterEnv:
         take = torch.where(start[:, None], take, 0)
         speed = pick(self._plan.speed, klass, rule) if model.use_speed else torch.ones_like(self.now)
         level = pick(self._plan.level, klass, rule)
-        factor = 1.0 + self._job(pool.comm, job) * lookup(self._alpha, level)
-        if not model.use_topology:
-            factor = torch.ones_like(factor)
-        factor = torch.where(level == ONE_ISLAND, 1.0, factor)
+        factor = self._topology_factor(self._job(pool.comm, job), level)
         end = self.now + self._job(pool.runtime_s, job) / speed * factor
         expected = self.now + self._job(pool.estimate_s, job)
         # the GPUs taken, node by node: only the (cluster, node) pairs that give some
@@ -242,22 +239,27 @@ class VecClusterEnv:
         self.arrived = torch.where(arrive, self._job(pool.group_end, self.arrived) + 1, self.arrived)
         self._fill()
 
-    def _can_start(self) -> torch.Tensor:
-        """(N, C) bool: whether each placement class fits now (the rules are complete: by any rule)."""
-        pool = self.pool
-        usable = (lookup(self.layout.popcount, self.pattern)[:, None, :] * pool.eligible[None]).sum(-1)  # (N, E)
-        return usable.index_select(1, pool.class_eligible) >= pool.class_gpus
+    def _topology_factor(self, comm: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
+        """The runtime model's topology factor (>= 1) of jobs with sensitivity ``comm`` on allocations of ``level``
+        (envs.core.runtime.RuntimeConfig.topology_factor; alpha is 0 for one island)."""
+        if not self.runtime.use_topology:
+            return torch.ones_like(comm)
+        return 1.0 + comm * lookup(self._alpha, level)
 
-    def _visible_fits(self, can_start: torch.Tensor) -> torch.Tensor:
-        """(N, K) bool: the slot holds a job that fits now."""
-        klass = self._job(self.pool.job_class, self.window)
+    def _slot_classes(self) -> torch.Tensor:
+        """(N, K) the placement class of each slot's job (an empty slot's is meaningless: see _visible_fits)."""
+        return self._job(self.pool.job_class, self.window)
+
+    def _visible_fits(self, can_start: torch.Tensor, klass: torch.Tensor) -> torch.Tensor:
+        """(N, K) bool: the slot holds a job that fits now (``can_start`` (N, C), ``klass`` from _slot_classes)."""
         return (self.window >= 0) & can_start.gather(1, klass)
 
     def _skip(self, force: torch.Tensor, among: torch.Tensor | None = None) -> None:
         """Advance the clusters of ``force`` one instant, then every cluster (of ``among``, default all) without a
         choice, instant by instant, until each has a choice or has ended (at most ``max_passes`` passes)."""
         for _ in range(self.max_passes):
-            stuck = ~self._visible_fits(self._can_start()).any(1) & ~self._done()
+            stuck = ~self._visible_fits(self.placement.can_start(self.pattern), self._slot_classes()).any(1)
+            stuck &= ~self._done()
             if among is not None:
                 stuck &= among
             active = force | stuck
@@ -310,9 +312,9 @@ class VecClusterEnv:
         """Plan every class, then the observations and masks of the current decision points."""
         self._plan = plan = self.placement.plan(self.pattern)
         c = self.config
-        klass = self._job(self.pool.job_class, self.window)  # (N, K)
+        klass = self._slot_classes()
         present = self.window >= 0
-        fits = present & plan.can_start.gather(1, klass)
+        fits = self._visible_fits(plan.can_start, klass)
         rules = len(c.placement_rules)
         mask = torch.zeros(self.num_envs, c.n_actions, dtype=torch.bool, device=self.device)
         mask[:, :c.n_starts] = fits[:, :, None].expand(-1, -1, rules).reshape(self.num_envs, -1)
@@ -346,8 +348,8 @@ class VecClusterEnv:
         if model.use_topology:
             level = plan.level.reshape(n_clusters * n_classes, rules).index_select(0, rows).view(n_clusters, -1, rules)
             comm = self._job(self.pool.comm, self.window)[..., None]
-            penalty = ((1.0 + comm * lookup(self._alpha, level)) - 1.0) / self._max_alpha  # (factor - 1) / max alpha
-            out[..., 1] = torch.where(level == ONE_ISLAND, 0.0, penalty).clamp(max=1.0).float()
+            penalty = (self._topology_factor(comm, level) - 1.0) / self._max_alpha
+            out[..., 1] = penalty.clamp(max=1.0).float()
         return out * fits[..., None, None]  # every feature is finite: a slot without room gets a row of 0
 
     def _cluster_features(self) -> torch.Tensor:

@@ -81,7 +81,7 @@ class VecPlacement:
         n, e = self.c_gpus, self.c_elig  # (C,) GPUs and eligible set of each class
         free = lookup(lay.popcount, pattern)  # (N, nodes)
         usable = free[:, None, :] * pool.eligible[None]  # (N, E, nodes)
-        can_start = usable.sum(-1).index_select(1, e) >= n
+        can_start = self._fits(usable)
         # pack: the lowest node with the smallest U >= n
         first = _first_with_value(usable, lay.node_index, lay.width + 1)  # (N, E, V)
         pack_value = _smallest_at_least(first, lay.n_nodes, e, n)  # (N, C); V when no node holds n
@@ -108,12 +108,24 @@ class VecPlacement:
         return Plan(can_start, mode, where, n_nodes, speed, level, left.clamp(min=0.0), cut_level, cut_node, rest,
                     usable)
 
+    def can_start(self, pattern: torch.Tensor) -> torch.Tensor:
+        """(N, C) bool: whether each class fits now, given the free bits ``pattern`` (the rules are complete, so
+        by any rule); what :meth:`plan` gives as ``can_start``, without the rest of the plan."""
+        return self._fits(lookup(self.layout.popcount, pattern)[:, None, :] * self.pool.eligible[None])
+
+    def _fits(self, usable: torch.Tensor) -> torch.Tensor:
+        """(N, C) bool from the usable free GPUs per eligible set and node (N, E, nodes)."""
+        return usable.sum(-1).index_select(1, self.c_elig) >= self.c_gpus
+
+    def _node_features(self, free: torch.Tensor, node: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(speed, GPUs left free / node size) of each class's allocation on one ``node`` (N, C)."""
+        lay = self.layout
+        return lookup(lay.node_speed, node), (free.gather(1, node) - self.c_gpus).double() / lookup(lay.node_size, node)
+
     def _one_node(self, free: torch.Tensor, node: torch.Tensor, level: torch.Tensor, ok: torch.Tensor,
                   gang: _Gang) -> tuple[torch.Tensor, ...]:
         """A plan row: ``node`` (N, C) with its ``level`` where ``ok``, else ``gang``."""
-        lay = self.layout
-        speed = lookup(lay.node_speed, node)
-        left = (free.gather(1, node) - self.c_gpus).double() / lookup(lay.node_size, node)
+        speed, left = self._node_features(free, node)
         return (torch.where(ok, SINGLE, GANG), torch.where(ok, node, -1), torch.where(ok, 1.0, gang.nodes),
                 torch.where(ok, speed, gang.speed), torch.where(ok, level, gang.level),
                 torch.where(ok, left, gang.left), gang.cut_level, gang.cut_node, gang.rest)
@@ -200,9 +212,7 @@ class VecPlacement:
             value = _smallest_at_least(first, lay.n_islands, e, n)
             use = single & (value <= lay.largest_island)
             island = _at(first, e, value.clamp(max=lay.largest_island)).clamp(max=lay.n_islands - 1)
-            node = lookup(lay.island_node, island)
-            speed = lookup(lay.node_speed, node)
-            left = (free.gather(1, node) - n).double() / lookup(lay.node_size, node)
+            speed, left = self._node_features(free, lookup(lay.island_node, island))
             for column, value_i in ((0, ISLAND), (1, island), (3, speed), (4, ONE_ISLAND), (5, left)):
                 row[column] = torch.where(use, value_i, row[column])
         return tuple(row)
