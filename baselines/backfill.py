@@ -56,7 +56,9 @@ class Scheduler:
         """The next job to start now, or Wait."""
         if not view.scheduler_up or not view.pending:
             return WAIT
-        queue = self.order.rank(view)
+        queue = view.schedulable(self.order.rank(view))
+        if not queue:
+            return WAIT
         if self.backfill == "conservative":
             return self._conservative(view, queue)
         if self.backfill == "greedy":

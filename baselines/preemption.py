@@ -103,7 +103,10 @@ class Preemptive:
         action = self.scheduler.act(view)
         if not isinstance(action, Wait) or not view.scheduler_up or not view.pending:
             return action
-        job = self.scheduler.order.rank(view)[0]
+        queue = view.schedulable(self.scheduler.order.rank(view))
+        if not queue:
+            return action
+        job = queue[0]
         if self.scheduler.rule(view, job) is not None:
             return action  # it fits, yet the scheduler holds it back (a reservation): not a reason to evict
         chosen = best_candidate(view, job, self.scheduler)
@@ -145,7 +148,7 @@ def candidates_for(view: View, job: Job, scheduler: Scheduler) -> Iterable[Candi
     freed = ResourceState.now(view)
     for r in potential:
         freed = freed.with_released(r.job, r.gpus.index)
-    eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)
+    eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition)
     if job.n_gpus > int(c.node_n_gpus[eligible].max(initial=0)):
         victims = _reprieve(view, job, scheduler, freed, potential, None)
         if victims:

@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from envs.core.errors import ConfigError
+from envs.core.governance import NO_GOVERNANCE, Governance
 from envs.core.gpu_types import DEFAULT_GPU_TYPES, GPUType
 
 MILLI_PER_GPU = 1000
@@ -64,11 +65,12 @@ def even_islands(n_gpus: int, island_size: int) -> tuple[tuple[int, ...], ...]:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """A cluster: its nodes and the GPU-type table they refer to."""
+    """A cluster: its nodes, the GPU-type table they refer to, and its partitions and quotas."""
 
     name: str
     nodes: tuple[NodeSpec, ...]
     gpu_types: Mapping[str, GPUType] = field(default_factory=lambda: dict(DEFAULT_GPU_TYPES))
+    governance: Governance = NO_GOVERNANCE
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -85,6 +87,9 @@ class ClusterSpec:
                     f"cluster {self.name!r}: node {node.name!r}: gpu_type: unknown type {node.gpu_type!r} "
                     f"(known: {', '.join(sorted(self.gpu_types))})"
                 )
+        for partition in self.governance.partitions:
+            if partition.nodes and partition.nodes[-1] >= len(self.nodes):
+                raise ConfigError(f"cluster {self.name!r}: partition {partition.name!r}: node index out of range")
 
     # ---- sizes -------------------------------------------------------------------------------------------
     @property
@@ -187,21 +192,39 @@ class ClusterSpec:
         """Memory [GiB] of each type in ``type_names``."""
         return _frozen(np.array([self.gpu_types[t].memory_gib for t in self.type_names], dtype=np.float64))
 
-    def eligible_nodes(self, gpu_types: frozenset[str], gpu_mem_gib: float) -> np.ndarray:
-        """Boolean mask over nodes whose GPU type is allowed (empty set = any) and has >= ``gpu_mem_gib``."""
-        key = (gpu_types, gpu_mem_gib)
+    def eligible_nodes(self, gpu_types: frozenset[str], gpu_mem_gib: float, partition: str = "") -> np.ndarray:
+        """Boolean mask over nodes whose GPU type is allowed (empty set = any) and has >= ``gpu_mem_gib``, inside
+        the nodes of a job naming ``partition`` (where the cluster has partitions; an unknown one has no node)."""
+        key = (gpu_types, gpu_mem_gib, partition)
         cache = self._eligible_cache
         mask = cache.get(key)
         if mask is None:
             ok_type = np.array(
                 [not gpu_types or t in gpu_types for t in self.type_names], dtype=bool
             ) & (self.type_memory_gib >= gpu_mem_gib)
-            mask = _frozen(ok_type[self.node_type_index])
+            mask = ok_type[self.node_type_index]
+            if self.governance.partitions:
+                mask = mask & self.partition_nodes(partition)
+            mask = _frozen(mask)
             cache[key] = mask
         return mask
 
+    def partition_nodes(self, partition: str) -> np.ndarray:
+        """Boolean mask over the nodes a job naming ``partition`` may use: the partition's nodes (its default one
+        for ``""``); every node when the cluster has no partitions or no default; none for an unknown name."""
+        mask = np.ones(self.n_nodes, dtype=bool)
+        if not self.governance.partitions:
+            return mask
+        found = self.governance.partition(partition)
+        if found is None:
+            mask[:] = not partition
+        else:
+            mask[:] = False
+            mask[list(found.nodes)] = True
+        return mask
+
     @cached_property
-    def _eligible_cache(self) -> dict[tuple[frozenset[str], float], np.ndarray]:
+    def _eligible_cache(self) -> dict[tuple[frozenset[str], float, str], np.ndarray]:
         return {}
 
     def describe(self) -> str:

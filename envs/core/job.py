@@ -27,6 +27,10 @@ class RejectReason(Enum):
     TOO_MANY_GPUS = "more GPUs than the eligible nodes of the cluster hold"
     NO_ELIGIBLE_GPU = "no node has an allowed GPU type with enough GPU memory"
     CPU_RAM = "no eligible node has enough CPU or RAM for one GPU's share"
+    UNKNOWN_PARTITION = "the cluster has no partition of this name"
+    PARTITION_ACCESS = "the job's team may not use its partition"
+    PARTITION_TIME_LIMIT = "the requested wall time exceeds the partition's limit"
+    QUOTA = "the job asks for more GPUs than its quotas ever allow"
 
 
 class RefusalReason(Enum):
@@ -44,6 +48,8 @@ class RefusalReason(Enum):
     SCHEDULER_DOWN = "the scheduler is down"
     NOT_RUNNING = "the job is not running"
     NOT_PREEMPTIBLE = "the job may not be preempted"
+    PARTITION = "a GPU lies outside the job's partition"
+    QUOTA = "the start would exceed a quota"
 
 
 class TraceOutcome(Enum):
@@ -67,7 +73,8 @@ class Job:
     """One submitted job. Times in seconds, GPU shares in milli-GPU (1000 = one whole GPU).
 
     Defaults are those used when a trace does not say: any GPU type, no memory, CPU, RAM or data needs, user
-    and team ``"-"``, priority 0, not preemptible, communication sensitivity 0, no checkpoints.
+    and team ``"-"``, priority 0, not preemptible, communication sensitivity 0, no checkpoints, the default
+    partition.
     """
 
     job_id: int
@@ -92,6 +99,7 @@ class Job:
     dataset_gib: float = 0.0  # dataset size [GiB]
     checkpoint_interval_s: float = 0.0  # 0 = never checkpoints
     type_speeds: tuple[tuple[str, float], ...] = ()  # per-type speed overrides (Gavel-style)
+    partition: str = ""  # partition (Slurm) or node pool (Kubernetes); empty = the cluster's default
 
     def __post_init__(self) -> None:
         where = f"job {self.job_id}"

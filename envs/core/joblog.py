@@ -102,6 +102,11 @@ class JobLog:
     down_gpu_s: float = 0.0  # ∫ failed GPUs dt
     scheduler_downtime_s: float = 0.0  # time the scheduler was down, within the run [s]
     outage_waiting_jobs: int = 0  # jobs that were pending at some moment while the scheduler was down [count]
+    quota_violations: int = 0  # starts that left a holding above a quota (must stay 0) [count]
+    borrowed_gpu_s: float = 0.0  # ∫ Σ over queues of GPUs held above the nominal quota dt [GPU-seconds]
+    reclaims: int = 0  # jobs preempted to give borrowed quota back to its lender [count]
+    reclaimed_gpus: float = 0.0  # Σ of the reclaimed jobs' GPU shares [GPUs]
+    team_gpu_s: tuple[tuple[str, float], ...] = ()  # ∫ GPUs held dt per team, with quotas only [GPU-seconds]
 
     def completed(self) -> list[JobRecord]:
         """Records of the jobs that ran to completion."""

@@ -69,7 +69,10 @@ def _build_docs() -> dict[str, str]:
             "while jobs were pending [fraction]",
             "jain_fairness": "Jain's index (Σx)² / (n Σx²) over users' mean bounded slowdowns [1/n .. 1]",
             "timed_out": "completed jobs killed at their requested wall time [count]",
-            "quota_violations": "times a quota was exceeded; must be 0 (quotas not yet modelled) [count]",
+            "quota_violations": "starts that left a team, user, queue or cohort above its quota; must be 0 [count]",
+            "borrowed_gpu_hours": "∫ GPUs held above their queue's nominal quota dt, all queues [GPU-hours]",
+            "reclaims": "jobs preempted to give borrowed quota back to its lender [count]",
+            "reclaimed_gpus": "Σ GPU shares of the reclaimed jobs [GPUs]",
             "preemptions": "runs ended by a preemption [count]",
             "restarts": "starts after a job's first one, after a preemption or a failure [count]",
             "lost_gpu_hours": "GPU time of rolled-back work, to failures and preemptions [GPU-hours]",
@@ -177,7 +180,10 @@ def summarize(log: JobLog) -> dict[str, float]:
     lost_preemption = sum(i.lost_preemption_gpu_s for i in hit)
     overhead = sum(i.overhead_gpu_s for i in hit)
     out |= {
-        "quota_violations": 0,  # a seam: quotas are not modelled yet
+        "quota_violations": log.quota_violations,
+        "borrowed_gpu_hours": log.borrowed_gpu_s / HOUR_S,
+        "reclaims": log.reclaims,
+        "reclaimed_gpus": log.reclaimed_gpus,
         "preemptions": sum(i.preemptions for i in hit),
         "restarts": sum(r.restarts for r in records),
         "lost_gpu_hours": (lost_failure + lost_preemption) / HOUR_S,

@@ -17,6 +17,8 @@ A preset file holds::
         ram_gib: 256        # [GiB]        (default 0: not modelled)
         rack: 0             # or racks: [0, 1] to spread the group over racks in contiguous blocks
         cache_gib: 100      # dataset cache per node [GiB] (default 0: no cache)
+    partitions: [...]       # optional: partitions and quotas, as :mod:`envs.core.governance` describes
+    quotas: {...}
 
 Unknown keys and impossible values raise :class:`~envs.core.errors.ConfigError` naming the file and the key.
 """
@@ -33,9 +35,10 @@ import yaml
 from envs.core.cluster import MAX_GPUS, MAX_NODES, ClusterSpec, NodeSpec, even_islands, merge_gpu_types
 from envs.core.errors import ConfigError, check_keys
 from envs.core.files import read_yaml
+from envs.core.governance import governance_from_dict
 from envs.core.gpu_types import GPUType
 
-_TOP_KEYS = {"name", "gpu_types", "node_groups"}
+_TOP_KEYS = {"name", "gpu_types", "node_groups", "partitions", "quotas"}
 _GROUP_KEYS = {"name", "count", "gpu_type", "gpus", "island_size", "islands", "cpus", "ram_gib", "rack", "racks",
                "cache_gib"}
 _TYPE_KEYS = {"memory_gib", "speed"}
@@ -78,8 +81,10 @@ def cluster_from_dict(data: Any, where: str = "cluster") -> ClusterSpec:
     nodes: list[NodeSpec] = []
     for i, group in enumerate(groups):
         nodes.extend(_group_nodes(group, f"{where}: node_groups[{i}]", default_name=f"group{i}"))
+    governance = governance_from_dict({k: data[k] for k in ("partitions", "quotas") if k in data},
+                                      tuple(n.name for n in nodes), where)
     try:
-        return ClusterSpec(name=name, nodes=tuple(nodes), gpu_types=types)
+        return ClusterSpec(name=name, nodes=tuple(nodes), gpu_types=types, governance=governance)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
 

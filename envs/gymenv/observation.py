@@ -31,6 +31,8 @@ PLACEMENT_FEATURES = ("can_start", "topology_penalty", "speed", "nodes_per_gpu",
 GROUP_FEATURES = ("free_gpus", "free_nodes", "largest_free_share", "free_cpu", "speed", "size")
 HEALTH_FEATURE = "health"
 """The cluster column appended after GROUP_FEATURES when the scenario has failures."""
+QUOTA_FEATURE = "quota_headroom"
+"""The job column appended after JOB_FEATURES when the cluster has quotas."""
 GLOBAL_FEATURES = ("time_of_day", "queue_beyond_window", "queue", "utilization", "ending_soon", "running")
 RUNNING_FEATURES = ("present", "gpus", "elapsed", "attained", "since_checkpoint", "priority", "preemptible")
 
@@ -64,9 +66,11 @@ class ObservationEncoder:
         self._static: dict[int, np.ndarray] = {}
         self.group_features = GROUP_FEATURES + ((HEALTH_FEATURE,) if config.dynamics.failures.active else ())
         """The cluster columns: GROUP_FEATURES, then ``health`` when the scenario has failures."""
+        self.job_features = JOB_FEATURES + ((QUOTA_FEATURE,) if cluster.governance.quotas.active else ())
+        """The job columns: JOB_FEATURES, then ``quota_headroom`` when the cluster has quotas."""
         k, p = config.slots, len(self.rules)
         boxes = {
-            "jobs": spaces.Box(0.0, 1.0, (k, len(JOB_FEATURES)), np.float32),
+            "jobs": spaces.Box(0.0, 1.0, (k, len(self.job_features)), np.float32),
             "placements": spaces.Box(0.0, 1.0, (k, p, len(PLACEMENT_FEATURES)), np.float32),
             "cluster": spaces.Box(0.0, 1.0, (self.n_groups, len(self.group_features)), np.float32),
             "global": spaces.Box(0.0, 1.0, (len(GLOBAL_FEATURES),), np.float32),
@@ -85,7 +89,7 @@ class ObservationEncoder:
         row = self._static.get(job.job_id)
         if row is None:
             c = self.config
-            row = np.zeros(len(JOB_FEATURES), dtype=np.float32)
+            row = np.zeros(len(self.job_features), dtype=np.float32)
             row[1] = math.log1p(job.n_gpus) / self._log_gpus
             row[2] = job.gpu_milli / MILLI_PER_GPU
             row[3] = min(1.0, math.log1p(job.runtime_estimate_s) / math.log1p(c.max_runtime_obs_s))
@@ -119,8 +123,12 @@ class ObservationEncoder:
         """
         cache: dict[tuple, list[Placement]] = {}
         plans = []
+        quotas = view.has_quotas
         for job in slot_jobs:
-            key = (job.n_gpus, job.gpu_milli, job.gpu_types, job.gpu_mem_gib, job.cpu_milli_per_gpu,
+            if quotas and not view.admits(job):  # a quota refuses it now: no rule may start it
+                plans.append([None] * len(self.rules))
+                continue
+            key = (job.n_gpus, job.gpu_milli, job.gpu_types, job.gpu_mem_gib, job.partition, job.cpu_milli_per_gpu,
                    job.ram_mib_per_gpu, job.dataset_id)  # the dataset matters to the locality rule
             plan = cache.get(key)
             if plan is None:
@@ -135,7 +143,7 @@ class ObservationEncoder:
                plans: Sequence[Sequence[Placement]]) -> dict[str, np.ndarray]:
         """The observation for ``slot_jobs`` (in slot order) and their ``plans``, from the view alone."""
         k, p = self.config.slots, len(self.rules)
-        jobs = np.zeros((k, len(JOB_FEATURES)), dtype=np.float32)
+        jobs = np.zeros((k, len(self.job_features)), dtype=np.float32)
         placements = np.zeros((k, p, len(PLACEMENT_FEATURES)), dtype=np.float32)
         log_max_wait = math.log1p(self.config.max_wait_obs_s)
         now = view.time_s
@@ -146,6 +154,8 @@ class ObservationEncoder:
             row[0] = 1.0
             row[4] = min(1.0, math.log1p(now - job.submit_time_s) / log_max_wait)
             row[11] = float(plan[0] is not None)
+            if len(self.job_features) > len(JOB_FEATURES):  # the team's quota headroom, in cluster GPUs
+                row[12] = min(1.0, view.quota(job.team).headroom_gpus / self.cluster.n_gpus)
             for rule, gpus in enumerate(plan):
                 if gpus is not None:
                     placements[slot, rule] = self._placement_features(view, job, gpus, shared)

@@ -20,16 +20,17 @@ def eligible_free_gpus(view: View, job: Job) -> np.ndarray:
 
     CPU and RAM are not checked here: see :func:`usable_gpus_per_node` and :func:`node_has_cpu_ram`.
     """
-    if not (job.gpu_types or job.gpu_mem_gib) and view.all_nodes_up:
+    if not (job.gpu_types or job.gpu_mem_gib or job.partition or view.cluster.governance.partitions) \
+            and view.all_nodes_up:
         return view.node_free_gpus
-    eligible = view.cluster.eligible_nodes(job.gpu_types, job.gpu_mem_gib) & view.node_up
+    eligible = view.cluster.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition) & view.node_up
     return np.where(eligible, view.node_free_gpus, 0)
 
 
 def eligible_gpu_mask(view: View, job: Job) -> np.ndarray:
     """Per GPU: True when its node suits ``job`` (type, memory, health) and it has ``job.gpu_milli`` free."""
     c = view.cluster
-    node_ok = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib) & view.node_up
+    node_ok = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition) & view.node_up
     return node_ok[c.gpu_node] & (view.gpu_free_milli >= job.gpu_milli)
 
 
@@ -40,7 +41,7 @@ def usable_gpus_per_node(view: View, job: Job) -> np.ndarray:
     """
     if not (job.cpu_milli_per_gpu or job.ram_mib_per_gpu):
         return eligible_free_gpus(view, job)
-    key = ("usable", job.gpu_types, job.gpu_mem_gib, job.cpu_milli_per_gpu, job.ram_mib_per_gpu)
+    key = ("usable", job.gpu_types, job.gpu_mem_gib, job.partition, job.cpu_milli_per_gpu, job.ram_mib_per_gpu)
     return view.memoized(key, lambda: cap_by_cpu_ram(view, job, eligible_free_gpus(view, job)))
 
 

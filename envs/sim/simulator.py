@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from envs.core.admission import partition_reject_reason
 from envs.core.allocation import GpuSet
 from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.dynamics import STATIC, DynamicsConfig
@@ -36,6 +37,7 @@ from envs.core.job import Job, JobState, RefusalReason, RejectReason
 from envs.core.joblog import JobLog, JobRecord, TopologyLevel
 from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
 from envs.sim.dynamics import FAIL, OUTAGE_END, OUTAGE_START, REPAIR, TIMER, Event, Timeline
+from envs.sim.quota import QuotaLedger
 from envs.sim.state import JobHistory, RunningJob, SimState
 from envs.sim.view import View
 from envs.workload.table import Workload
@@ -90,7 +92,9 @@ class Simulator:
         self._idle_pending_milli_s = 0.0
         self._frag_milli_s = 0.0
         self._pending_job_s = 0.0  # ∫ number of pending jobs dt: the total wait so far [job-seconds]
-        self.view = View(self.state)
+        quotas = self.cluster.governance.quotas
+        self._quota = QuotaLedger(quotas) if quotas.active else None
+        self.view = View(self.state, self._quota)
         for event in self._timeline.initial() if self._timeline else ():
             self._push_event(event)
         self._advance()
@@ -102,7 +106,7 @@ class Simulator:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.view = View(self.state)
+        self.view = View(self.state, self._quota)
 
     @property
     def time_s(self) -> float:
@@ -181,6 +185,7 @@ class Simulator:
             down_gpu_s=self._down_milli_s / MILLI_PER_GPU,
             scheduler_downtime_s=self._downtime_s,
             outage_waiting_jobs=len(self._outage_jobs),
+            **(self._quota.log_fields() if self._quota is not None else {}),
         )
 
     # ---- events ----------------------------------------------------------------------------------------------
@@ -208,6 +213,8 @@ class Simulator:
                 self._arrive(jobs[s.next_arrival])
                 s.next_arrival += 1
             if s.pending and s.scheduler_up:
+                if self._quota is not None and self._quota.nominal:
+                    self._reclaim()
                 return
 
     def _integrate(self, t: float) -> None:
@@ -220,6 +227,8 @@ class Simulator:
                 self._idle_pending_milli_s += (self.cluster.n_gpus * MILLI_PER_GPU - self._alloc_milli
                                                - self._down_milli) * dt
                 self._frag_milli_s += self._fragmented_milli() * dt
+            if self._quota is not None:
+                self._quota.integrate(dt)
             if self._timeline is not None:
                 self._down_milli_s += self._down_milli * dt
                 if not s.scheduler_up:
@@ -278,7 +287,12 @@ class Simulator:
 
     # ---- rejection at submission ------------------------------------------------------------------------------
     def _reject_reason(self, job: Job) -> RejectReason | None:
-        key = (job.gpu_types, job.gpu_mem_gib, job.n_gpus, job.cpu_milli_per_gpu, job.ram_mib_per_gpu)
+        reason = partition_reject_reason(self.cluster.governance, job)
+        if reason is not None:
+            return reason
+        if self._quota is not None and self._quota.never_admits(job):
+            return RejectReason.QUOTA
+        key = (job.gpu_types, job.gpu_mem_gib, job.n_gpus, job.cpu_milli_per_gpu, job.ram_mib_per_gpu, job.partition)
         if key not in self._reject_cache:
             self._reject_cache[key] = self._compute_reject_reason(job)
         return self._reject_cache[key]
@@ -286,7 +300,7 @@ class Simulator:
     def _compute_reject_reason(self, job: Job) -> RejectReason | None:
         """Why ``job`` could not run even on the empty cluster, or None."""
         c = self.cluster
-        eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)
+        eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition)
         if not eligible.any():
             return RejectReason.NO_ELIGIBLE_GPU
         per_node = np.where(eligible, c.node_n_gpus, 0)
@@ -347,6 +361,10 @@ class Simulator:
         else:
             unique, unique_counts = np.unique(c.gpu_node[alloc], return_counts=True)
             nodes, counts = unique.tolist(), unique_counts.tolist()
+        if c.governance.partitions:
+            inside = c.eligible_nodes(frozenset(), 0.0, job.partition)
+            if not all(inside[n] for n in nodes):
+                raise self._refuse(RefusalReason.PARTITION, job_id, f"a GPU lies outside partition {job.partition!r}")
         if job.gpu_types or job.gpu_mem_gib:
             eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib)
             if not all(eligible[n] for n in nodes):
@@ -364,6 +382,10 @@ class Simulator:
                 if (c.cpu_modelled[n] and s.node_free_cpu[n] < k * cpu) or (
                         c.ram_modelled[n] and s.node_free_ram[n] < k * ram):
                     raise self._refuse(RefusalReason.CPU_RAM, job_id, f"node {n} has too little free CPU or RAM")
+        if self._quota is not None:
+            detail = self._quota.refusal(job)
+            if detail is not None:
+                raise self._refuse(RefusalReason.QUOTA, job_id, detail)
         return job, alloc, nodes, counts
 
     def _allocate(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int]) -> None:
@@ -402,6 +424,8 @@ class Simulator:
         size = job.n_gpus
         self._alloc_milli -= sign * milli * size
         s.version += 1
+        if self._quota is not None:
+            self._quota.change(job, -sign)
         if milli == MILLI_PER_GPU:  # whole GPUs are held exclusively: they go from all free to none and back
             s.gpu_free_milli[alloc] = 0 if sign < 0 else MILLI_PER_GPU
             s.gpu_whole_free[alloc] = sign > 0
@@ -462,6 +486,14 @@ class Simulator:
             follow = self._timeline.follow(event)
             if follow is not None:
                 self._push_event(follow)
+
+    def _reclaim(self) -> None:
+        """Preempt the jobs that borrow quota a lender's pending job needs back (:mod:`envs.sim.quota`)."""
+        quota, s = self._quota, self.state
+        quota.forget_reservations(s.pending)
+        for _, victim in quota.reclaim_victims(s.pending.values(), s.running):
+            quota.note_reclaim(s.running[victim].job)
+            self._interrupt(victim, preempted=True)
 
     def _gpus_down(self, gpus: np.ndarray) -> None:
         """One more reason for each of ``gpus`` to be down; interrupt the jobs on those that just failed."""

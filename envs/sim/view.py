@@ -10,6 +10,7 @@ import numpy as np
 from envs.core.cluster import ClusterSpec
 from envs.core.job import Job, RefusalReason
 from envs.core.joblog import JobRecord
+from envs.sim.quota import QuotaLedger, TeamQuota
 from envs.sim.state import JobHistory, RunningJob, SimState
 
 
@@ -20,12 +21,13 @@ class View:
     Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
     """
 
-    __slots__ = ("_memo", "_memo_version", "_state", "cluster", "gpu_free_milli", "gpu_up", "gpu_whole_free",
+    __slots__ = ("_memo", "_memo_version", "_quota", "_state", "cluster", "gpu_free_milli", "gpu_up", "gpu_whole_free",
                  "history", "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending",
                  "running")
 
-    def __init__(self, state: SimState) -> None:
+    def __init__(self, state: SimState, quota: QuotaLedger | None = None) -> None:
         self._state = state
+        self._quota = quota
         self._memo: dict[object, np.ndarray] = {}
         self._memo_version = -1
         self.cluster: ClusterSpec = state.cluster
@@ -81,6 +83,34 @@ class View:
         if not running.job.preemptible:
             return RefusalReason.NOT_PREEMPTIBLE
         return None
+
+    def admits(self, job: Job) -> bool:
+        """True when starting ``job`` now would exceed no quota (the simulator's check; always True without
+        quotas). Schedulers skip jobs it refuses, as Slurm skips jobs held by an association limit."""
+        return self._quota is None or self._quota.refusal(job) is None
+
+    def schedulable(self, ranked: list[Job]) -> list[Job]:
+        """``ranked`` (a priority order's ranking) as a scheduler should consider it: jobs of higher partition
+        priority tiers first (Slurm PriorityTier; the ranking kept within a tier), without the jobs a quota refuses
+        now. Returns ``ranked`` itself when the cluster has neither tiers nor quotas."""
+        governance = self.cluster.governance
+        if any(p.priority_tier for p in governance.partitions):
+            ranked = sorted(ranked, key=lambda j: -governance.tier(j.partition))
+        if self._quota is not None:
+            ranked = [j for j in ranked if self._quota.refusal(j) is None]
+        return ranked
+
+    @property
+    def has_quotas(self) -> bool:
+        """True when the cluster has quotas (hard limits or queues)."""
+        return self._quota is not None
+
+    def quota(self, team: str) -> TeamQuota:
+        """What ``team`` holds, may hold and may still take now [GPUs]; unlimited (inf) without quotas."""
+        if self._quota is None:
+            held = sum(r.job.gpu_share for r in self._state.running.values() if r.job.team == team)
+            return TeamQuota(held, float("inf"), float("inf"), float("inf"))
+        return self._quota.team_quota(team)
 
     def executed_s(self, job_id: int) -> float:
         """Wall-clock time job ``job_id`` has held GPUs so far, over all its runs [s] (0 for a job never started)."""

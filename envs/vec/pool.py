@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from envs.core.admission import partition_reject_reason
 from envs.core.cluster import ClusterSpec
 from envs.core.errors import ConfigError
 from envs.core.job import Job
@@ -23,13 +24,14 @@ from envs.gymenv.observation import JOB_FEATURES, ObservationEncoder
 from envs.workload.table import Workload
 
 SUPPORTED = """\
-The batched engine simulates exactly (the same job log as the event simulator for the same actions): whole-GPU
-jobs of any size (gangs across nodes and racks), heterogeneous GPU types and speeds, type and memory constraints,
-NVLink islands, racks, the placement rules pack, spread and topology, the "full" runtime model without dataset
-staging (no job reads a dataset) or the "rigid" one, CPU and RAM needs that never bind (every node can feed all its
-GPUs) with one CPU need per GPU for all jobs, nodes of up to 16 GPUs, and the free or work-conserving Wait of
-GPUClusterEnv. Outside it (fractional GPUs, datasets with staging, binding CPU or RAM, failures and outages,
-preemption, backfill_assist, per-job type speeds, other placement rules) it raises ConfigError."""
+The batched engine simulates exactly (the same job log as the event simulator for the same actions): whole-GPU jobs
+of any size (gangs across nodes and racks), heterogeneous GPU types and speeds, type and memory constraints, NVLink
+islands, racks, partitions (their node sets; tiers order only the heuristics), the placement rules pack, spread and
+topology, the "full" runtime model without dataset staging (no job reads a dataset) or the "rigid" one, CPU and RAM
+needs that never bind (every node can feed all its GPUs) with one CPU need per GPU for all jobs, nodes of up to 16
+GPUs, and the free or work-conserving Wait of GPUClusterEnv. Outside it (quotas, fractional GPUs, datasets with
+staging, binding CPU or RAM, failures and outages, preemption, backfill_assist, per-job type speeds, other
+placement rules) it raises ConfigError."""
 
 VEC_RULES = ("pack", "spread", "topology")
 """The placement rules the batched engine vectorizes."""
@@ -76,9 +78,11 @@ class WorkloadPool:
                  runtime: RuntimeConfig, encoder: ObservationEncoder, device: torch.device) -> None:
         if not workloads:
             raise ConfigError("batched engine: the workload pool is empty")
+        if cluster.governance.quotas.active:
+            raise ConfigError(f"cluster {cluster.name!r}: quotas are outside the batched engine's subset")
         tables: list[list[Job]] = []
         self.rejected = np.zeros(len(workloads), dtype=np.int64)
-        eligible_sets: dict[tuple[frozenset[str], float], int] = {}
+        eligible_sets: dict[tuple[frozenset[str], float, str], int] = {}
         masks: list[np.ndarray] = []
         classes: dict[tuple[int, int], int] = {}
         cpu_needs: set[int] = set()
@@ -87,7 +91,10 @@ class WorkloadPool:
             jobs = []
             for job in sorted(workload.jobs, key=lambda j: (j.submit_time_s, j.job_id)):
                 check_job(job, cluster, runtime, f"workload {workload.name!r}")
-                key = (job.gpu_types, job.gpu_mem_gib)
+                if partition_reject_reason(cluster.governance, job) is not None:
+                    self.rejected[w] += 1  # the simulator rejects it at submission
+                    continue
+                key = (job.gpu_types, job.gpu_mem_gib, job.partition)
                 if key not in eligible_sets:
                     mask = cluster.eligible_nodes(*key)
                     found = next((i for i, m in enumerate(masks) if np.array_equal(m, mask)), None)
@@ -105,7 +112,7 @@ class WorkloadPool:
                 raise ConfigError(f"batched engine: workload {workload.name!r} has no job that can run on "
                                   f"cluster {cluster.name!r}")
             tables.append(jobs)
-            job_class.append([classes.setdefault((j.n_gpus, eligible_sets[(j.gpu_types, j.gpu_mem_gib)]),
+            job_class.append([classes.setdefault((j.n_gpus, eligible_sets[(j.gpu_types, j.gpu_mem_gib, j.partition)]),
                                                  len(classes)) for j in jobs])
         if len(cpu_needs) > 1 and cluster.cpu_modelled.any():
             raise ConfigError(f"batched engine: jobs need {len(cpu_needs)} different CPU amounts per GPU; the free_cpu "
