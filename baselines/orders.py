@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
 from baselines.fairshare import DAY_S, DEFAULT_HALF_LIFE_S, FairShare
+from baselines.fairtree import FairTree
 from envs.core.errors import ConfigError
 from envs.core.job import Job
 from envs.sim.view import View
@@ -31,6 +32,10 @@ MIN_TIME_S = 0.1
 
 DEFAULT_MAX_AGE_S = 7 * DAY_S
 """Slurm's PriorityMaxAge default (7-0): the wait at which the age factor reaches 1 [s]."""
+
+FAIRSHARE_KINDS = ("classic", "fairtree")
+"""Where multifactor's fair-share factor comes from: Slurm's classic formula (:class:`FairShare`) or Fair Tree
+(:class:`FairTree`)."""
 
 
 @runtime_checkable
@@ -161,7 +166,7 @@ class FairShareOrder:
 
     def __init__(self, half_life_s: float = DEFAULT_HALF_LIFE_S, by: str = "user",
                  shares: Mapping[str, float] | None = None, default_share: float = 1.0) -> None:
-        self.fair_share = FairShare(half_life_s, by, shares, default_share)
+        self.fair_share: FairShare | FairTree = FairShare(half_life_s, by, shares, default_share)
 
     def reset(self) -> None:
         """Forget all usage."""
@@ -173,16 +178,32 @@ class FairShareOrder:
         return rank_by(view.pending.values(), lambda j: -factors[account(j)])
 
 
+class FairTreeOrder(FairShareOrder):
+    """Slurm Fair Tree: the user's rank in the account tree walked by Level Fairshare / users, highest first, then age.
+
+    Arguments (see :class:`~baselines.fairtree.FairTree`): ``accounts`` — ``{name: {"shares": raw shares,
+    "parent": account}}`` (default: every team an account of 1 share under root); ``users`` — raw shares per user
+    (default 1); ``half_life_s`` — usage half-life [s], default 7 days (Slurm PriorityDecayHalfLife), inf = no decay.
+    """
+
+    name = "fairtree"
+
+    def __init__(self, accounts: Mapping[str, Mapping[str, object]] | None = None,
+                 users: Mapping[str, float] | None = None, half_life_s: float = DEFAULT_HALF_LIFE_S) -> None:
+        self.fair_share = FairTree(accounts, users, half_life_s, where="order 'fairtree'")
+
+
 class MultifactorOrder:
     """Slurm multifactor: w_age·age + w_fairshare·F + w_size·size + w_qos·qos, each factor in [0, 1], highest first.
 
     priority = w_age × min(1, wait / max_age_s) + w_fairshare × F + w_size × GPUs / cluster GPUs
     + w_qos × clip(job.priority / max_priority, 0, 1).
 
-    F is the classic fair-share factor (:class:`FairShareOrder`). The size factor favours large jobs, as Slurm does
-    by default (PriorityFavorSmall=NO). Default weights follow the example configuration of Slurm's multifactor
-    documentation (age 1000, fair share 10000, job size 1000) with QoS 10000, so that a priority class outweighs
-    every other factor but fair share; Slurm's own default for every weight is 0, which would rank nothing.
+    F is the classic fair-share factor (:class:`FairShareOrder`), or with ``fairshare="fairtree"`` the Fair Tree
+    factor (:class:`FairTreeOrder`, configured by ``accounts`` and ``users``). The size factor favours large jobs,
+    as Slurm does by default (PriorityFavorSmall=NO). Default weights follow the example configuration of Slurm's
+    multifactor documentation (age 1000, fair share 10000, job size 1000) with QoS 10000, so that a priority class
+    outweighs every other factor but fair share; Slurm's own default for every weight is 0, which would rank nothing.
     ``max_age_s`` defaults to Slurm's PriorityMaxAge (7 days); ``max_priority`` = 2 maps the synthetic
     generator's top class ("high") to 1.
     """
@@ -192,7 +213,9 @@ class MultifactorOrder:
     def __init__(self, w_age: float = 1000.0, w_fairshare: float = 10_000.0, w_size: float = 1000.0,
                  w_qos: float = 10_000.0, max_age_s: float = DEFAULT_MAX_AGE_S, max_priority: float = 2.0,
                  half_life_s: float = DEFAULT_HALF_LIFE_S, by: str = "user",
-                 shares: Mapping[str, float] | None = None, default_share: float = 1.0) -> None:
+                 shares: Mapping[str, float] | None = None, default_share: float = 1.0, fairshare: str = "classic",
+                 accounts: Mapping[str, Mapping[str, object]] | None = None,
+                 users: Mapping[str, float] | None = None) -> None:
         for key, value in (("w_age", w_age), ("w_fairshare", w_fairshare), ("w_size", w_size), ("w_qos", w_qos)):
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"order 'multifactor': {key}: must be finite and >= 0, got {value}")
@@ -203,7 +226,19 @@ class MultifactorOrder:
                         "qos": float(w_qos)}
         self.max_age_s = float(max_age_s)
         self.max_priority = float(max_priority)
-        self.fair_share = FairShare(half_life_s, by, shares, default_share)
+        where = "order 'multifactor'"
+        self.fair_share: FairShare | FairTree
+        if fairshare == "classic":
+            if accounts is not None or users is not None:
+                raise ConfigError(f"{where}: accounts, users: only with fairshare='fairtree'")
+            self.fair_share = FairShare(half_life_s, by, shares, default_share)
+        elif fairshare == "fairtree":
+            if by != "user" or shares is not None or default_share != 1.0:
+                raise ConfigError(f"{where}: by, shares, default_share: only with fairshare='classic' (Fair Tree "
+                                  "charges users under their team's account, with shares from accounts and users)")
+            self.fair_share = FairTree(accounts, users, half_life_s, where)
+        else:
+            raise ConfigError(f"{where}: fairshare: must be one of {', '.join(FAIRSHARE_KINDS)}, got {fairshare!r}")
 
     def reset(self) -> None:
         """Forget all usage."""
@@ -241,6 +276,7 @@ ORDERS: dict[str, Callable[..., Order]] = {
     "f1": F1,
     "priority": PriorityOrder,
     "fairshare": FairShareOrder,
+    "fairtree": FairTreeOrder,
     "multifactor": MultifactorOrder,
 }
 """Factories of the priority orders by name; they take keyword parameters (see each class)."""
