@@ -4,7 +4,8 @@ peer-compatible ones.
 Examples: ``fcfs`` (= ``fcfs+none/firstfit``), ``sjf+easy``, ``fairshare+conservative/topology``,
 ``priority+easy/pack+preempt`` (the same scheduler, plus Kubernetes' preemption when its top job cannot be placed),
 ``tiresias`` or ``tiresias/pack`` (Tiresias' 2D-LAS, a whole scheduler of its own: ``NAME[/PLACEMENT]``),
-``rls:wfp3-peer+rlsbackfill``. Names are case-insensitive; unknown parts raise :class:`~envs.core.errors.ConfigError`
+``rls:wfp3-peer+rlsbackfill``, ``k8s:mostallocated`` or ``k8s:ratio+preempt`` (kube-scheduler's filter-and-score,
+:mod:`baselines.kubernetes`). Names are case-insensitive; unknown parts raise :class:`~envs.core.errors.ConfigError`
 listing the known ones.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from baselines.backfill import BACKFILL_DOCS, Scheduler
+from baselines.kubernetes import KUBE_DOCS, KUBE_PARAM_DOCS, KUBE_PREFIX, kube_policy
 from baselines.orders import ORDER_DOCS, make_order
 from baselines.preemption import PREEMPT_DOC, PREEMPT_SUFFIX, Preemptive
 from baselines.rls import RLS_DOCS, rls_policy
@@ -44,8 +46,11 @@ def make(name: str, **order_params: Any) -> Any:
     """The policy called ``name``; ``order_params`` go to the order (e.g. ``half_life_s`` for fair share).
 
     Our own names give a :class:`~baselines.backfill.Scheduler` (the common policy protocol, run on
-    :class:`envs.sim.simulator.Simulator`); ``rls:`` names give a peer policy, run on :mod:`envs.peer.engine`.
+    :class:`envs.sim.simulator.Simulator`); ``rls:`` names give a peer policy, run on :mod:`envs.peer.engine`;
+    ``k8s:`` names give a :class:`~baselines.kubernetes.KubeScheduler`, ``order_params`` overriding its profile.
     """
+    if name.strip().lower().startswith(KUBE_PREFIX):
+        return kube_policy(name, **order_params)
     if name.strip().lower().startswith(RLS_PREFIX):
         return rls_policy(name.strip()[len(RLS_PREFIX):])
     scheduler_name, _, rule = name.strip().lower().partition("/")
@@ -68,9 +73,11 @@ def catalogue() -> str:
                 ("Placement rules (/PLACEMENT, default firstfit)", PLACEMENT_DOCS),
                 ("Preemption (a +preempt suffix, after the rest of the name)", {"+preempt": PREEMPT_DOC}),
                 ("Preemptive schedulers of their own (NAME[/PLACEMENT])", TIRESIAS_DOCS),
+                ("Kubernetes filter-and-score (k8s:NAME[+preempt])", KUBE_DOCS),
+                ("Kubernetes parameters (make('k8s:NAME', key=value))", KUBE_PARAM_DOCS),
                 ("Peer compatibility (rls:ORDER[/BY@FRACTION][+rlsbackfill], SWF traces only)", RLS_DOCS)]
     lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT][+preempt], e.g. sjf+easy/topology or "
-             "priority+easy/pack+preempt; tiresias[/PLACEMENT] or yarn-cs[/PLACEMENT]; or "
+             "priority+easy/pack+preempt; tiresias[/PLACEMENT] or yarn-cs[/PLACEMENT]; k8s:NAME[+preempt]; or "
              "rls:ORDER[/BY@FRACTION][+rlsbackfill]."]
     for title, docs in sections:
         lines.append(f"\n{title}:")
