@@ -20,6 +20,7 @@ runs what is missing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -76,6 +77,8 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     parser.add_argument("--load", type=_floats, default=[1.0], help="comma-separated load factors (default 1)")
     parser.add_argument("--scenario", type=_names, default=[NO_DYNAMICS],
                         help="comma-separated dynamics scenarios: failures and outages (default none)")
+    parser.add_argument("--policy-config", help="YAML: orders' parameters, k8s weights, partitions and quotas "
+                        "(baselines/config.py)")
     parser.add_argument("--starts", type=_ints, help="first job of each trace window: rlscheduler sequences "
                         "(default: the peer's), or windows of trace workloads in the default suite (i is seed i)")
     parser.add_argument("--length", type=at_least(1), default=1024, help="jobs per window of --starts (default 1024)")
@@ -99,7 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_key(spec: RunSpec) -> list[Any]:
     """What identifies a run among the records of a run folder."""
     key = [spec.policy, spec.workload, spec.cluster, spec.seed, spec.load, list(spec.window or ()), spec.label]
-    return key if spec.dynamics == NO_DYNAMICS else [*key, spec.dynamics]
+    if spec.dynamics != NO_DYNAMICS:
+        key.append(spec.dynamics)
+    return key if spec.policy_config is None else [*key, {"policy_config": spec.policy_config}]
 
 
 def check_all(specs: Sequence[RunSpec]) -> None:
@@ -107,7 +112,7 @@ def check_all(specs: Sequence[RunSpec]) -> None:
     policies: set[str] = set()
     worlds: set[tuple] = set()
     for spec in specs:
-        world = (spec.peer, spec.workload, spec.cluster, spec.load, spec.window, spec.dynamics)
+        world = (spec.peer, spec.workload, spec.cluster, spec.load, spec.window, spec.dynamics, spec.policy_config)
         check(spec, policy=spec.policy not in policies, world=world not in worlds)
         policies.add(spec.policy)
         worlds.add(world)
@@ -146,6 +151,8 @@ def evaluate(args: Any) -> int:
                         args.cluster, args.seeds, args.load, args.starts, args.length, args.scenario)
     if not specs:
         raise ConfigError("nothing to run (no seeds, loads or policies)")
+    if args.policy_config:
+        specs = [dataclasses.replace(spec, policy_config=args.policy_config) for spec in specs]
     check_all(specs)
     out = args.out or Path("runs") / f"eval-{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
     prepare_out(out)

@@ -179,9 +179,10 @@ class Tiresias:
         state = ResourceState.now(view)
         victims: list[RunningJob] = []
         starts: list[tuple[Job, np.ndarray]] = []
+        quotas = view.has_quotas
         for job in order:
-            if job.job_id in view.running:
-                continue
+            if job.job_id in view.running or (quotas and not view.admits(job)):
+                continue  # a job a quota refuses is set aside, as Slurm sets aside jobs held by a limit
             gpus = self.rule(state, job)
             if gpus is None:
                 room = self._make_room(view, state, job, self._candidates(view, job, running, victims))
@@ -192,13 +193,18 @@ class Tiresias:
                 state, gpus, freed = room
                 victims.extend(freed)
             starts.append((job, gpus))
+            if quotas:
+                break  # one start per plan: the next plan sees the quota it took
             state = state.without(job, gpus)
         for job, _ in starts:
             standing = self._standing[job.job_id]
             if standing.first_run_s is None:
                 standing.first_run_s = view.time_s
-        return [*(Preempt(r.job.job_id) for r in victims), *(Start(job.job_id, gpus) for job, gpus in starts),
-                self._wake_up(view, [job for job, _ in starts], victims)]
+        actions: list[Action] = [*(Preempt(r.job.job_id) for r in victims),
+                                 *(Start(job.job_id, gpus) for job, gpus in starts)]
+        if quotas and starts:
+            return actions  # no wake-up call yet: the next plan is made at this same instant
+        return [*actions, self._wake_up(view, [job for job, _ in starts], victims)]
 
     def _candidates(self, view: View, job: Job, running: list[RunningJob], victims: list[RunningJob]
                     ) -> list[RunningJob]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from agents.peer_policy import is_model_name, parse_model_name
 from baselines import make
+from baselines.config import PolicyConfig, load_policy_config
 from baselines.registry import RLS_PREFIX
 from envs.core import ConfigError, JobLog, summarize
 from envs.core.dynamics import NO_DYNAMICS
@@ -43,6 +44,7 @@ class RunSpec:
     window: tuple[int, int] | None = None  # (first job index, number of jobs) of a trace
     label: str | None = None  # workload name in the tables (default: derived from the spec)
     dynamics: str = NO_DYNAMICS  # failures and outages: a scenario name or YAML path, drawn with the seed
+    policy_config: str | None = None  # a policy config file: orders' parameters, k8s weights, quotas, partitions
 
     @property
     def peer(self) -> bool:
@@ -93,8 +95,10 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
         log, latencies = _run_peer(spec)
     else:
         world = scenario(spec.workload, spec.cluster, spec.seed, spec.load, spec.window, spec.dynamics)
-        policy = TimedPolicy(_policy(spec.policy))
-        log = simulate(world.cluster, world.workload, policy, world.runtime, world.dynamics)
+        config = _config(spec)
+        policy = TimedPolicy(_policy(spec.policy, config))
+        cluster = config.apply(world.cluster) if config is not None else world.cluster
+        log = simulate(cluster, world.workload, policy, world.runtime, world.dynamics)
         latencies = policy.latencies_s
     p50, p99 = np.percentile(latencies, [50, 99]) * 1e6 if latencies else (0.0, 0.0)
     row = {"policy": spec.policy, "workload": spec.workload_label, "cluster": log.cluster_name, "seed": spec.seed,
@@ -103,15 +107,24 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
     return row, _trace(spec, row, log), timing
 
 
-def _policy(name: str) -> Policy:
-    """A heuristic by name, or a trained model by the path of its ``model.zip``."""
+def _config(spec: RunSpec) -> PolicyConfig | None:
+    """The run's policy config, read once per process; None without one."""
+    if spec.policy_config is None:
+        return None
+    if spec.peer:
+        raise ConfigError(f"policy {spec.policy!r}: the peer engine takes no policy config ({spec.policy_config})")
+    return load_policy_config(spec.policy_config)
+
+
+def _policy(name: str, config: PolicyConfig | None = None) -> Policy:
+    """A heuristic by name (with ``config``'s parameters), or a trained model by the path of its ``model.zip``."""
     if is_model_name(name):
         if parse_model_name(name)[1] is not None:
             raise ConfigError(f"policy {name!r}: a +ORDER@RATIO decoding applies to peer-mode models (rls:PATH.zip)")
         from agents import load
 
         return load(name)
-    return make(name)
+    return config.make(name) if config is not None else make(name)
 
 
 def _peer_window(spec: RunSpec) -> tuple[str, PeerTrace, Any]:
@@ -151,7 +164,10 @@ def check(spec: RunSpec, policy: bool = True, world: bool = True) -> None:
                                   f"(scenario {spec.dynamics!r}); use one of our own policies")
             _peer_window(spec)
         else:
-            plan(spec.workload, spec.cluster, spec.load, spec.window, spec.dynamics)
+            world_plan = plan(spec.workload, spec.cluster, spec.load, spec.window, spec.dynamics)
+            config = _config(spec)
+            if config is not None:
+                config.apply(world_plan.cluster)
     if policy:
         name = spec.policy.strip()[len(RLS_PREFIX):] if peer else spec.policy
         if peer and is_model_name(name):
@@ -159,7 +175,7 @@ def check(spec: RunSpec, policy: bool = True, world: bool = True) -> None:
         elif peer:
             make(spec.policy)
         else:
-            _policy(spec.policy)
+            _policy(spec.policy, _config(spec))
 
 
 @lru_cache(maxsize=4)
