@@ -23,6 +23,8 @@ Reading rules (this project's own; times in seconds):
   mapping from queue numbers to priority classes (higher is more important; a queue the mapping lacks, -1
   included, gets 0); without it, 0 for every job: SWF queue numbers are labels of a site's queues and carry no
   order, so only the user of a log can say which queue is the more important.
+- ``partition`` = field 16 (partition number) as text when >= 0, else ``""``; it matters only on a cluster that
+  defines partitions of those names (:mod:`envs.core.governance`).
 - Every other field keeps the Job default: SWF jobs are rigid (communication sensitivity 0, any GPU type).
 - Fields may be written as floats (``"12.5"``): times keep their fractions; job id, processor counts and
   user/group ids must be whole numbers (``"16.0"`` is fine).
@@ -70,7 +72,7 @@ SWF_STATUS_OUTCOME: Mapping[int, TraceOutcome] = {
 """Recorded outcome of each SWF status code (field 11); any other code, -1 and 2 included, is ``UNKNOWN``."""
 
 _MACHINE_HEADERS = ("MaxProcs", "MaxNodes")  # in order of preference
-_STATUS, _QUEUE = 10, 14  # 0-based indices of fields 11 (status) and 15 (queue number)
+_STATUS, _QUEUE, _PARTITION = 10, 14, 15  # 0-based indices of fields 11 (status), 15 (queue), 16 (partition)
 
 
 def load_swf(path: str | Path, queue_priority: Mapping[int, int] | None = None) -> Workload:
@@ -169,6 +171,7 @@ def _read_record(
             team=f"g{integer(12)}",
             priority=0 if queues is None else queues.get(integer(_QUEUE), 0),
             outcome=_outcome(values[_STATUS]),
+            partition=str(integer(_PARTITION)) if values[_PARTITION] >= 0 else "",
         )
         return
     collector.skip(lineno, job_id, reason)

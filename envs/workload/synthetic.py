@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 SECONDS_PER_DAY = 86400.0
-_STREAMS = ("arrivals", "gpus", "runtime", "estimates", "constraints", "users", "data", "checkpoints", "priorities")
+_STREAMS = ("arrivals", "gpus", "runtime", "estimates", "constraints", "users", "data", "checkpoints", "priorities",
+            "partitions")  # appended streams leave the earlier ones' draws unchanged (SeedSequence children)
 
 
 def preset_names() -> list[str]:
@@ -208,6 +209,11 @@ def generate(config: SyntheticConfig, seed: int, capacity_gpus: int) -> Workload
     klass = rng.choice(len(classes), size=n, p=[c.share for c in classes])
     preemptible = rng.random(n) < np.array([c.preemptible_share for c in classes])[klass]
 
+    mix = config.partitions
+    partition = (rngs["partitions"].choice(len(mix.names), size=n, p=mix.shares) if mix.names
+                 else np.zeros(n, dtype=np.int64))
+    names = mix.names or ("",)
+
     typed_set = frozenset(cons.typed_gpu_types)
     jobs = [
         Job(
@@ -230,6 +236,7 @@ def generate(config: SyntheticConfig, seed: int, capacity_gpus: int) -> Workload
             dataset_id=f"ds{dataset[i]:03d}" if has_data[i] else "",
             dataset_gib=float(pool_gib[dataset[i]]) if has_data[i] else 0.0,
             checkpoint_interval_s=float(checkpoint_s[i]),
+            partition=names[partition[i]],
         )
         for i in range(n)
     ]

@@ -223,6 +223,24 @@ class UserConfig:
 
 
 @dataclass(frozen=True)
+class PartitionMixConfig:
+    """Which partition each job names: ``names[i]`` with probability ``shares[i]``; empty (the default): none, so
+    every job runs in the cluster's default partition (or anywhere)."""
+
+    _where: ClassVar[str] = "partitions"
+    names: tuple[str, ...] = ()  # partition names, as the cluster defines them
+    shares: tuple[float, ...] = ()  # their probabilities
+
+    def __post_init__(self) -> None:
+        _require(len(self.names) == len(self.shares), "partitions.shares", "needs one share per name", self.shares)
+        _require(all(self.names) and len(set(self.names)) == len(self.names), "partitions.names",
+                 "must be distinct non-empty names", self.names)
+        if self.names:
+            _require(all(s >= 0 for s in self.shares) and math.isclose(sum(self.shares), 1.0, abs_tol=1e-6),
+                     "partitions.shares", "must be >= 0 and sum to 1", self.shares)
+
+
+@dataclass(frozen=True)
 class DataConfig:
     """Input datasets: a pool of ``n_datasets`` with Zipf popularity and lognormal sizes (fixed per seed).
 
@@ -307,6 +325,7 @@ class SyntheticConfig:
     data: DataConfig = field(default_factory=DataConfig)
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
     priority_classes: tuple[PriorityClass, ...] = DEFAULT_PRIORITY_CLASSES
+    partitions: PartitionMixConfig = field(default_factory=PartitionMixConfig)
 
     def __post_init__(self) -> None:
         _require(bool(self.name), "name", "must be non-empty", self.name)
