@@ -103,3 +103,23 @@ def test_quota_config_errors_name_the_key():
         with_quotas({"limits": {"teams": {"a": -1}}})
     with pytest.raises(ConfigError, match=r"quotas.shares: unknown key"):
         with_quotas({"shares": {}})
+
+
+def test_env_masks_a_start_its_quota_refuses_and_shows_the_headroom():
+    # tiny-governed: team2 may hold 2 GPUs. Two 2-GPU jobs of team2 at t=0: after the first starts, the second is
+    # refused by its quota although 6 GPUs are free, so no Start is legal and the env moves on to t=100, when the
+    # first ends; the headroom column reads 2 of 8 GPUs at both decision points (0 is never shown: no choice then).
+    from envs.gymenv import GPUClusterEnv
+    from envs.workload.table import Workload
+
+    env = GPUClusterEnv(cluster="tiny-governed", workload="small", slots=4, placement_rules=["pack", "spread"])
+    jobs = (Job(1, 0, 100, 100, n_gpus=2, team="team2"), Job(2, 0, 100, 100, n_gpus=2, team="team2"))
+    obs, _ = env.reset(seed=0, options={"workload": Workload("w", jobs)})
+    assert obs["jobs"].shape == (4, 13)
+    assert obs["jobs"][0, 12] == obs["jobs"][1, 12] == 2 / 8
+    mask = env.action_masks()
+    assert mask[0] and mask[2]  # slot 0 and slot 1 (rule pack) may start
+    assert env.view.admits(jobs[1])
+    obs, *_ = env.step(0)
+    assert env.view.time_s == 100 and [j.job_id for j in env.visible_jobs] == [2]
+    assert env.action_masks()[0] and obs["jobs"][0, 12] == 2 / 8

@@ -49,6 +49,10 @@ class GPUClusterEnv(gym.Env):
     Preempting and restarting at one instant can repeat without time passing: Wait stays legal there (a job runs),
     and ``max_episode_steps`` truncates a policy that never takes it.
 
+    A cluster preset with partitions and quotas (:mod:`envs.core.governance`) governs the env too: rules place a
+    job only on its partition's nodes, a Start that a quota refuses now is masked, and the job rows gain a
+    ``quota_headroom`` column.
+
     ## Action Space
     ``Discrete(K·P + R + 1)``, R = ``running_slots`` with ``preemption`` and 0 otherwise: action ``k·P + p`` starts
     the job in visible slot k (queue order: submit time, then id) on the GPUs chosen by placement rule
@@ -69,7 +73,7 @@ class GPUClusterEnv(gym.Env):
 
     | key | shape | feature | normalization |
     |---|---|---|---|
-    | jobs | (K, 12) | present | 1 if the slot holds a job |
+    | jobs | (K, 12 or 13) | present | 1 if the slot holds a job |
     | | | gpus | log(1 + GPUs) / log(1 + cluster GPUs) |
     | | | gpu_share | milli-GPU per GPU / 1000 (1 for whole GPUs) |
     | | | estimate | log(1 + requested wall time) / log(1 + max_runtime_obs_s), clipped |
@@ -80,7 +84,8 @@ class GPUClusterEnv(gym.Env):
     | | | dataset | log(1 + dataset GiB) / log(1 + max_dataset_obs_gib), clipped |
     | | | priority | priority class / max_priority_obs, clipped |
     | | | preemptible | 1 if preemptible |
-    | | | fits_now | 1 if some placement rule can start it now |
+    | | | fits_now | 1 if some placement rule can start it now (and its quotas admit it) |
+    | | | quota_headroom | GPUs its team may still take now / cluster GPUs, clipped (only with quotas: 13 columns) |
     | placements | (K, P, 6) | can_start | 1 if rule p can start the slot's job now (all 0 otherwise) |
     | | | topology_penalty | (topology factor − 1) / max(a_pcie, a_net, a_xrack) |
     | | | speed | speed factor of the allocation / fastest type of the cluster |
@@ -144,7 +149,8 @@ class GPUClusterEnv(gym.Env):
     - v0: initial version. Failures and outages (``scenario``) and preemption (``preemption``, ``running_slots``:
       the Preemptive variant) came later without bumping any id: with their defaults (``scenario="none"``, no
       preemption) the actions and observations of every existing id are unchanged (``health`` appears only when
-      the scenario has failures, ``running`` and the Preempt actions only with preemption).
+      the scenario has failures, ``running`` and the Preempt actions only with preemption). Partitions and quotas
+      likewise change nothing on a cluster without them (``quota_headroom`` appears only with quotas).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
