@@ -12,6 +12,7 @@ Spec strings:
 - dynamics (failures, repairs, scheduler outages): a scenario name under ``configs/scenarios/`` (``none``, ``low``,
   ``high``, ``outages``, ``flaky``) or a YAML path (:func:`~envs.core.dynamics.load_dynamics`); a run's random
   failures and outages are drawn with its seed, so every policy of one seed meets the same ones.
+  A scenario's ``governance`` section sets the cluster's partitions and quotas (:func:`governed`).
 
 Traces are loaded once per process (:func:`load_trace_once`): many envs, resets and evaluation runs share the
 immutable job table.
@@ -27,6 +28,7 @@ from pathlib import Path
 from envs.core.cluster import ClusterSpec, swf_machine
 from envs.core.dynamics import NO_DYNAMICS, DynamicsConfig, load_dynamics
 from envs.core.errors import ConfigError
+from envs.core.governance import governance_from_dict
 from envs.core.presets import load_preset
 from envs.core.runtime import RuntimeConfig
 from envs.workload.loaders import TRACE_FORMATS, load_trace, natural_cluster
@@ -116,6 +118,19 @@ def scenario_cluster(cluster: str | None, trace: TraceSpec | None, workload: Wor
     return found
 
 
+def governed(cluster: ClusterSpec, dynamics: DynamicsConfig) -> ClusterSpec:
+    """``cluster`` with the partitions and quotas of the scenario ``dynamics`` (its preset's own when the scenario
+    has no ``governance`` section)."""
+    if dynamics.governance is None:
+        return cluster
+    where = f"scenario {dynamics.name!r}: governance"
+    governance = governance_from_dict(dynamics.governance, tuple(n.name for n in cluster.nodes), where)
+    try:
+        return dataclasses.replace(cluster, governance=governance)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
 def default_runtime_model(trace: TraceSpec | None) -> str:
     """The runtime model a workload runs under unless told otherwise: ``rigid`` for SWF traces, else ``full``."""
     return "rigid" if trace is not None and trace.fmt == "swf" else "full"
@@ -147,15 +162,15 @@ def plan(workload: str, cluster: str | None = None, load: float = 1.0, window: t
     changes = load_dynamics(dynamics)
     if trace is None:
         config = synthetic_config(workload, load)
-        return Plan(scenario_cluster(cluster, None, None), RuntimeConfig.named(default_runtime_model(None)), None,
-                    config, changes)
+        return Plan(governed(scenario_cluster(cluster, None, None), changes),
+                    RuntimeConfig.named(default_runtime_model(None)), None, config, changes)
     jobs = load_trace_once(trace.path, trace.fmt)
     if window:
         jobs = jobs.window(*window, rebase=False)
     if load != 1.0:
         jobs = jobs.scale_load(load)
-    return Plan(scenario_cluster(cluster, trace, jobs), RuntimeConfig.named(default_runtime_model(trace)), jobs, None,
-                changes)
+    return Plan(governed(scenario_cluster(cluster, trace, jobs), changes),
+                RuntimeConfig.named(default_runtime_model(trace)), jobs, None, changes)
 
 
 def scenario(workload: str, cluster: str | None = None, seed: int = 0, load: float = 1.0,

@@ -81,3 +81,24 @@ def test_a_run_with_a_config_differs_only_by_it(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "governance.partitions[0].nodes: no node is named 'nowhere'" in done.stderr
     load_policy_config.cache_clear()
+
+
+def test_a_scenario_file_sets_the_governance_of_runs_and_envs(tmp_path):
+    from envs.gymenv import GPUClusterEnv
+    from envs.scenario import scenario
+
+    path = tmp_path / "capped.yaml"
+    path.write_text("governance:\n  quotas: {limits: {teams: {team0: 1}}}\n  partitions: [{name: v, groups: [v100]}]\n")
+    world = scenario("small", "tiny", seed=0, dynamics=str(path))
+    assert world.cluster.governance.quotas.team_limits == {"team0": 1.0} and not world.dynamics.active
+    log = simulate(world.cluster, world.workload, make("fcfs+easy"), world.runtime, world.dynamics)
+    events = sorted(e for r in log.completed() if r.job.team == "team0"
+                    for e in ((r.finish_time_s, -r.job.gpu_milli), (r.start_time_s, r.job.gpu_milli)))
+    held = [sum(m for _, m in events[: i + 1]) for i in range(len(events))]  # ends before starts at one instant
+    assert max(held) == 1000 and log.quota_violations == 0  # team0 never holds more than one GPU
+    assert {r.reject_reason.name for r in log.rejected() if r.job.team == "team0"} == {"QUOTA"}
+    env = GPUClusterEnv(cluster="tiny", workload="small", scenario=str(path))
+    assert env.reset(seed=0)[0]["jobs"].shape[1] == 13  # quotas: the headroom column
+    path.write_text("governance:\n  partitions: [{name: v, groups: [nope]}]\n")
+    with pytest.raises(ConfigError, match=r"scenario 'capped': governance.partitions\[0\].groups: no node"):
+        scenario("small", "tiny", seed=0, dynamics=str(path))

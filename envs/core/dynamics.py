@@ -18,6 +18,8 @@ workload. A scenario is a YAML file under ``configs/scenarios/`` (or any path) h
       mttr_s: 1800                # ... and exponential down times with this mean [s]
     restart_overhead_s: 60        # paid by every restart of an interrupted job before it computes again [s]
     max_failures: 6               # a job interrupted by failures more often than this ends FAILED
+    governance:                   # partitions and quotas for the run's cluster (envs.core.governance), replacing
+      quotas: {limits: {teams: {team0: 8}}}     # those of its preset; checked against the cluster's nodes
 
 Random failures are renewal processes, one per node (and per GPU when ``gpu_mtbf_s`` is finite): up for an
 exponential time with the component's MTBF, down for a repair time, up again. They are drawn from a generator
@@ -109,6 +111,7 @@ class DynamicsConfig:
     max_failures: int = 6
     seed: int = 0
     name: str = NO_DYNAMICS
+    governance: Mapping[str, Any] | None = None  # partitions and quotas as YAML data; None: the preset's own
 
     def __post_init__(self) -> None:
         where = f"scenario {self.name!r}"
@@ -143,7 +146,10 @@ class DynamicsConfig:
         where = f"scenario {name!r}"
         if data is None:
             data = {}
-        check_keys(data, ("failures", "outages", "restart_overhead_s", "max_failures"), where)
+        check_keys(data, ("failures", "outages", "restart_overhead_s", "max_failures", "governance"), where)
+        governance = data.get("governance")
+        if governance is not None:
+            check_keys(governance, ("partitions", "quotas"), f"{where}: governance")
         failures = dict(data.get("failures") or {})
         check_keys(failures, (f.name for f in fields(FailureConfig)), f"{where}: failures")
         schedule = []
@@ -180,7 +186,7 @@ class DynamicsConfig:
         if "restart_overhead_s" in rest:
             rest["restart_overhead_s"] = _number(f"{where}: restart_overhead_s", rest["restart_overhead_s"])
         return cls(FailureConfig(**failures, schedule=tuple(schedule)),
-                   OutageConfig(**outages, windows=tuple(windows)), name=name, **rest)
+                   OutageConfig(**outages, windows=tuple(windows)), name=name, governance=governance, **rest)
 
 
 def scenario_names() -> list[str]:

@@ -12,7 +12,7 @@ from envs.core.dynamics import DynamicsConfig
 from envs.core.errors import ConfigError
 from envs.core.runtime import RuntimeConfig
 from envs.gymenv.config import EnvConfig
-from envs.scenario import load_trace_once, scenario_cluster, synthetic_config, trace_spec
+from envs.scenario import governed, load_trace_once, scenario_cluster, synthetic_config, trace_spec
 from envs.sim.dynamics import scheduled_gpus
 from envs.workload.synthetic import generate
 from envs.workload.table import Workload
@@ -40,7 +40,10 @@ class EpisodeSource:
         else:
             self._synthetic = dataclasses.replace(synthetic_config(config.workload, config.load_factor),
                                                   n_jobs=config.episode_jobs)
-        self.cluster = scenario_cluster(config.cluster, trace, self._trace)
+        try:
+            self.cluster = governed(scenario_cluster(config.cluster, trace, self._trace), config.dynamics)
+        except ConfigError as exc:
+            raise ConfigError(f"env.scenario: {exc}") from exc
         self.runtime = RuntimeConfig.named(config.runtime_model)
         if config.dynamics.active:  # explicit failures must name nodes and GPUs of this cluster
             try:
