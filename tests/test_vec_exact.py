@@ -185,3 +185,23 @@ def test_datasets_need_the_rigid_runtime(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="dataset"):
         VecClusterEnv(EnvConfig(workload=str(data), episode_jobs=30), 2, workloads=1)
     VecClusterEnv(EnvConfig(workload=str(data), episode_jobs=30, runtime_model="rigid"), 2, workloads=1)
+
+
+def test_partitions_match_the_event_env(tmp_path: Path) -> None:
+    """Partitions fit the engine's tensors: they only narrow each placement class's eligible nodes (and reject jobs
+    at submission); quotas do not, and are a ConfigError."""
+    partitions = """
+partitions:
+  - {name: fast, groups: [h100], max_wall_s: 20000}
+  - {name: mixed, groups: [v100, a100, mix]}
+  - {name: every, groups: [v100, h100, a100, mix], default: true}
+"""
+    (tmp_path / "racks.yaml").write_text(RACKS + partitions)
+    (tmp_path / "busy.yaml").write_text(BUSY + "partitions: {names: [fast, mixed, ''], shares: [0.3, 0.3, 0.4]}\n")
+    config = EnvConfig(cluster=str(tmp_path / "racks.yaml"), workload=str(tmp_path / "busy.yaml"), episode_jobs=60,
+                       slots=6)
+    seen = lockstep(config, n=8, steps=300, seed=5)
+    assert seen["finished"] >= 8 and seen["multi_node"] > 0
+    (tmp_path / "quotas.yaml").write_text(RACKS + "quotas: {limits: {teams: {team0: 4}}}\n")
+    with pytest.raises(ConfigError, match="quotas are outside the batched engine's subset"):
+        VecClusterEnv(config.replace(cluster=str(tmp_path / "quotas.yaml")), 2, workloads=1)

@@ -99,6 +99,7 @@ class VecClusterEnv:
         self.busy = torch.zeros(n, **i64)  # (N,) allocated GPUs
         self.running = torch.zeros(n, **i64)  # (N,) running jobs
         self.arrived = torch.zeros(n, **i64)  # (N,) jobs arrived so far (queue order)
+        self.rejects_seen = torch.zeros(n, **i64)  # (N,) rejected jobs whose arrival has passed
         self.window = torch.full((n, k), -1, **i64)  # (N, K) the visible jobs, -1: empty slot
         self.count = torch.zeros(n, **i64)  # (N,) jobs in the window
         self.next_job = torch.zeros(n, **i64)  # (N,) first arrived job behind the window
@@ -219,6 +220,12 @@ class VecClusterEnv:
         arrivals_left = self.arrived < pool.n_jobs[self.workload]
         t_arrival = torch.where(arrivals_left, self._job(pool.submit, self.arrived), math.inf)
         t = torch.minimum(t_arrival, self.node_end.amin(1))
+        if pool.rejected.any():  # rejected arrivals are instants too, as in the event simulator
+            t_reject = self._job(pool.reject_submit, self.rejects_seen)
+            t = torch.minimum(t, t_reject)
+            seen = active & (t_reject == t) & torch.isfinite(t_reject)
+            self.rejects_seen = torch.where(seen, self._job(pool.reject_group_end, self.rejects_seen) + 1,
+                                            self.rejects_seen)
         t = torch.where(active, t, self.now)
         dt = t - self.now
         self.pending_s += self._pending() * dt
@@ -276,6 +283,9 @@ class VecClusterEnv:
         self.workload = torch.where(clusters, workload, self.workload)
         m = clusters[:, None]
         self.now = torch.where(clusters, pool.submit[self.workload, 0], self.now)
+        if pool.rejected.any():  # rejected jobs submitted before the first queued one never make an instant
+            before = torch.searchsorted(pool.reject_submit.index_select(0, self.workload), self.now[:, None]).squeeze(1)
+            self.rejects_seen = torch.where(clusters, before, self.rejects_seen)
         self.pattern = torch.where(m, lay.full[None, :], self.pattern)
         self.gpu_end.masked_fill_(m[:, :, None], math.inf)
         self.gpu_expected.masked_fill_(m[:, :, None], math.inf)

@@ -81,7 +81,7 @@ class WorkloadPool:
         if cluster.governance.quotas.active:
             raise ConfigError(f"cluster {cluster.name!r}: quotas are outside the batched engine's subset")
         tables: list[list[Job]] = []
-        self.rejected = np.zeros(len(workloads), dtype=np.int64)
+        reject_times: list[list[float]] = [[] for _ in workloads]  # submit times of the jobs rejected at submission
         eligible_sets: dict[tuple[frozenset[str], float, str], int] = {}
         masks: list[np.ndarray] = []
         classes: dict[tuple[int, int], int] = {}
@@ -92,7 +92,7 @@ class WorkloadPool:
             for job in sorted(workload.jobs, key=lambda j: (j.submit_time_s, j.job_id)):
                 check_job(job, cluster, runtime, f"workload {workload.name!r}")
                 if partition_reject_reason(cluster.governance, job) is not None:
-                    self.rejected[w] += 1  # the simulator rejects it at submission
+                    reject_times[w].append(job.submit_time_s)  # the simulator rejects it at submission
                     continue
                 key = (job.gpu_types, job.gpu_mem_gib, job.partition)
                 if key not in eligible_sets:
@@ -104,7 +104,7 @@ class WorkloadPool:
                     eligible_sets[key] = found
                 elig = eligible_sets[key]
                 if int(cluster.node_n_gpus[masks[elig]].sum()) < job.n_gpus:
-                    self.rejected[w] += 1  # the simulator rejects it at submission
+                    reject_times[w].append(job.submit_time_s)  # the simulator rejects it at submission
                     continue
                 jobs.append(job)
                 cpu_needs.add(job.cpu_milli_per_gpu)
@@ -140,6 +140,15 @@ class WorkloadPool:
             # the last job arriving at the same instant as job i: arrivals of one instant come in together
             group_end[w, :len(jobs)] = np.searchsorted(times, times, side="right") - 1
         t = lambda a, dtype=None: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
+        self.rejected = np.array([len(times) for times in reject_times], dtype=np.int64)  # (W,) jobs rejected
+        # a rejected job's arrival is still an event of the event simulator (a decision point if a job is pending)
+        width = max(int(self.rejected.max()), 0) + 1
+        rejects = np.full((len(tables), width), np.inf)
+        for w, times in enumerate(reject_times):
+            rejects[w, :len(times)] = times
+        self.reject_submit = t(rejects)  # (W, R + 1) submit times of the rejected jobs, +inf padded [s]
+        # the last rejected job of the same instant as rejected job i
+        self.reject_group_end = t(np.stack([np.searchsorted(row, row, side="right") - 1 for row in rejects]))
         self.n_workloads, self.max_jobs = w_count, m
         self.n_jobs = t(np.array([len(jobs) for jobs in tables]))  # (W,) jobs that enter the queue
         self.submit = t(submit)  # (W, M + 1) [s]; the padding column is +inf

@@ -224,8 +224,8 @@ class UserConfig:
 
 @dataclass(frozen=True)
 class PartitionMixConfig:
-    """Which partition each job names: ``names[i]`` with probability ``shares[i]``; empty (the default): none, so
-    every job runs in the cluster's default partition (or anywhere)."""
+    """Which partition each job names: ``names[i]`` with probability ``shares[i]`` (the name ``""``: none, the
+    cluster's default partition); no names (the default): every job names none."""
 
     _where: ClassVar[str] = "partitions"
     names: tuple[str, ...] = ()  # partition names, as the cluster defines them
@@ -233,8 +233,7 @@ class PartitionMixConfig:
 
     def __post_init__(self) -> None:
         _require(len(self.names) == len(self.shares), "partitions.shares", "needs one share per name", self.shares)
-        _require(all(self.names) and len(set(self.names)) == len(self.names), "partitions.names",
-                 "must be distinct non-empty names", self.names)
+        _require(len(set(self.names)) == len(self.names), "partitions.names", "must be distinct", self.names)
         if self.names:
             _require(all(s >= 0 for s in self.shares) and math.isclose(sum(self.shares), 1.0, abs_tol=1e-6),
                      "partitions.shares", "must be >= 0 and sum to 1", self.shares)
