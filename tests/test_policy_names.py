@@ -10,6 +10,7 @@ import pytest
 
 from baselines import Scheduler, make, parse
 from baselines.backfill import BACKFILL_DOCS
+from baselines.kubernetes import KUBE_DOCS, KUBE_PREFIX
 from baselines.orders import ORDER_DOCS
 from baselines.rls import RLS_ORDERS
 from envs.core import ConfigError, Job, RuntimeConfig
@@ -56,8 +57,9 @@ def test_order_parameters_reach_the_order():
 
 
 POLICY_NAMES = ([f"{order}+easy/pack" for order in ORDER_DOCS] + [f"fcfs+{mode}" for mode in BACKFILL_DOCS]
-                + [f"sjf/{rule}" for rule in PLACEMENT_DOCS])
-"""Every order, backfilling mode and placement rule the registries document, each in a policy name."""
+                + [f"sjf/{rule}" for rule in PLACEMENT_DOCS] + [f"{KUBE_PREFIX}{name}" for name in KUBE_DOCS])
+"""Every order, backfilling mode, placement rule and Kubernetes profile the registries document, each in a policy
+name."""
 
 PEER_POLICY_NAMES = ([f"rls:{order}" for order in RLS_ORDERS] + [f"rls:{order}+rlsbackfill" for order in RLS_ORDERS]
                      + ["rls:sjf/f1@0.5", "rls:f1/sjf@0.5+rlsbackfill"])
@@ -86,5 +88,6 @@ def test_every_documented_peer_policy_schedules_every_job(name):
 
 def test_python_m_baselines_lists_every_part():
     out = subprocess.run([sys.executable, "-m", "baselines"], capture_output=True, text=True, check=True).stdout
-    for word in ("fcfs", "multifactor", "conservative", "topology", "fragmentation", "rlsbackfill", "wfp3-peer"):
+    for word in ("fcfs", "multifactor", "fairtree", "conservative", "topology", "fragmentation", "rlsbackfill",
+                 "wfp3-peer", "k8s:NAME", "mostallocated"):
         assert word in out

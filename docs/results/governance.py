@@ -1,0 +1,158 @@
+"""Regenerate the governance study: a multi-team workload under no quota, Slurm-style hard limits and Kueue-style
+borrowing, for FIFO + EASY, fair share, Fair Tree and kube-scheduler's MostAllocated and LeastAllocated; and a
+fractional and MIG workload under every placement rule. Writes docs/results/governance.md.
+
+    python docs/results/governance.py [--date YYYY-MM-DD] [--seeds 0,1,2] [--workers N]
+
+Runs go through the library (``envs.scenario.scenario`` and ``envs.sim.simulate``) in a process pool, since the
+per-team figures (wait, GPU share, borrowed GPU-hours) come from the job logs; every run is seeded, so the page
+does not depend on the machine or the number of workers. The page is written beside, then moved into place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import sys
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from baselines.config import policy_config_from_dict  # noqa: E402
+from envs.core import summarize  # noqa: E402
+from envs.core.files import write_text_atomically  # noqa: E402
+from envs.core.metrics import HOUR_S, jain_index  # noqa: E402
+from envs.scenario import scenario  # noqa: E402
+from envs.sim import simulate  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CLUSTER, WORKLOAD, LOAD = "hetero-64", "default", 1.2
+TEAMS = tuple(f"team{i}" for i in range(8))
+NOMINAL_GPUS = 64  # 512 GPUs / 8 teams
+POLICIES = ("fcfs+easy", "fairshare+easy", "fairtree+easy", "k8s:mostallocated", "k8s:leastallocated")
+MODELS = {
+    "none": None,
+    "hard": {"quotas": {"limits": {"teams": dict.fromkeys(TEAMS, NOMINAL_GPUS)}}},
+    "borrowing": {"quotas": {"queues": {t: {"nominal_gpus": NOMINAL_GPUS, "cohort": "all"} for t in TEAMS}}},
+}
+"""Quota models: none; GrpTRES=gres/gpu=64 per team; Kueue queues of nominal 64 in one cohort, unlimited borrowing."""
+ORDERS = {"fairshare": {"by": "team"}}  # fair share between teams; Fair Tree ranks users under their team accounts
+
+
+def team_run(args: tuple[str, str, int]) -> dict:
+    """One run of the multi-team part: the run's metrics and its per-team figures."""
+    policy, model, seed = args
+    world = scenario(WORKLOAD, CLUSTER, seed=seed, load=LOAD)
+    config = policy_config_from_dict({"orders": ORDERS} | ({"governance": MODELS[model]} if MODELS[model] else {}),
+                                     f"governance study, model {model}")
+    log = simulate(config.apply(world.cluster), world.workload, config.make(policy), world.runtime, world.dynamics)
+    metrics = summarize(log)
+    waits: dict[str, list[float]] = defaultdict(list)
+    held: dict[str, float] = defaultdict(float)
+    for r in log.completed():
+        waits[r.job.team].append(r.wait_s)
+        held[r.job.team] += r.job.gpu_share * r.run_s
+    capacity_gpu_s = log.total_gpus * metrics["makespan_s"] or 1.0
+    return {"policy": policy, "model": model, "seed": seed, "metrics": metrics,
+            "team_wait_s": {t: float(np.mean(waits[t])) if waits[t] else 0.0 for t in TEAMS},
+            "team_share": {t: held[t] / capacity_gpu_s for t in TEAMS}}
+
+
+def _mean(rows: list[dict], get) -> float:
+    return float(np.mean([get(r) for r in rows]))
+
+
+def team_tables(rows: list[dict], seeds: str) -> str:
+    """The multi-team part of the page."""
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["model"], r["policy"])].append(r)
+    head = "| policy | " + " | ".join(TEAMS) + " | Jain (team waits) | Jain (users' bsld) | utilization | " \
+           "borrowed GPU-h | reclaims | quota violations |"
+    rule = "|---|" + "---:|" * (len(TEAMS) + 6)
+    out = []
+    for model in MODELS:
+        lines = [head, rule]
+        for policy in POLICIES:
+            group = by[(model, policy)]
+            waits = [_mean(group, lambda r, t=t: r["team_wait_s"][t]) for t in TEAMS]
+            m = lambda key, g=group: _mean(g, lambda r: r["metrics"][key])  # noqa: E731
+            lines.append(f"| `{policy}` | " + " | ".join(f"{w:,.0f}" for w in waits)
+                         + f" | {_mean(group, lambda r: jain_index(np.array(list(r['team_wait_s'].values())))):.3f}"
+                         f" | {m('jain_fairness'):.3f} | {m('utilization'):.3f} | {m('borrowed_gpu_hours'):,.0f}"
+                         f" | {m('reclaims'):,.1f} | {m('quota_violations'):.0f} |")
+        out.append(f"### Quota model `{model}`: mean wait per team [s]\n\n" + "\n".join(lines))
+    share_head = "| policy | model | " + " | ".join(TEAMS) + " |"
+    share_lines = [share_head, "|---|---|" + "---:|" * len(TEAMS)]
+    for model in MODELS:
+        for policy in ("fcfs+easy", "k8s:mostallocated"):
+            group = by[(model, policy)]
+            share_lines.append(f"| `{policy}` | {model} | " + " | ".join(
+                f"{_mean(group, lambda r, t=t: r['team_share'][t]):.1%}" for t in TEAMS) + " |")
+    out.append("### Each team's mean share of the cluster: GPU time held / (512 GPUs × makespan); its quota is 64 "
+               "GPUs, 12.5%\n\n" + "\n".join(share_lines))
+    return "\n\n".join(out)
+
+
+def page(date: str, team_rows: list[dict], seeds: str, workers: int) -> str:
+    """The page's markdown."""
+    world = scenario(WORKLOAD, CLUSTER, seed=0, load=LOAD)
+    demand = defaultdict(float)
+    for j in world.workload.jobs:
+        demand[j.team] += j.gpu_share * j.runtime_s / HOUR_S
+    total = sum(demand.values())
+    mix = ", ".join(f"{t} {demand[t] / total:.0%}" for t in TEAMS)
+    return f"""# Governance: quotas, fair share and Kubernetes scoring ({date})
+
+Regenerated by `python docs/results/governance.py --date {date} --seeds {seeds}` (a few minutes on 2 cores; this
+run: {os.cpu_count()} cores, {workers} workers). Every figure is the mean over seeds {seeds}.
+
+## Teams under quotas
+
+The embedded `{WORKLOAD}` workload at {LOAD:g}× its load (2,000 jobs, 40 users in 8 teams, user k in team k mod 8)
+on `{CLUSTER}` (512 GPUs). Demand (GPU-hours at speed 1) is skewed: {mix} in seed 0. Quota models:
+
+- `none`: no quota;
+- `hard`: Slurm `GrpTRES=gres/gpu=64` on each team's account: a team holds at most 64 GPUs at once, even when the
+  rest of the cluster is idle;
+- `borrowing`: one Kueue ClusterQueue per team with a nominal quota of 64 GPUs, all in one cohort with no
+  borrowing limit: a team may borrow what others leave unused, and gives it back by preemption (lowest priority,
+  most recently started first) when a lender's job within its own nominal quota arrives.
+
+Policies: FIFO with EASY backfilling; classic fair share between teams (`by: team`) with EASY; Fair Tree (users under
+their team accounts, equal shares) with EASY; kube-scheduler's NodeResourcesFit `MostAllocated` (bin packing) and
+`LeastAllocated` (spreading), each with BalancedAllocation, the NVLink-island and the dataset-locality scores, one
+pod at a time and no reservation. Wait is to a job's first start; Jain's index over the teams' mean waits (1 = every
+team waits as long) and over the users' mean bounded slowdowns (the harness's `jain_fairness`); utilization =
+GPU time held / (GPUs × makespan); borrowed GPU-hours = ∫ GPUs held above the nominal quota, all queues; reclaims =
+jobs preempted to give quota back (their work since the last checkpoint is lost).
+
+{team_tables(team_rows, seeds)}
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--date", default=datetime.date.today().isoformat(), help="the page's date (default: today)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1), help="parallel runs")
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    runs = [(policy, model, seed) for model in MODELS for policy in POLICIES for seed in seeds]
+    with ProcessPoolExecutor(args.workers) as pool:
+        team_rows = list(pool.map(team_run, runs))
+    target = HERE / "governance.md"
+    write_text_atomically(target, page(args.date, team_rows, args.seeds, args.workers))
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
