@@ -18,7 +18,9 @@ first, then most recently started, then highest job id. Candidates are taken in 
 queue no longer borrows once the ones taken so far are gone, until the job fits; then, as Kueue does, each taken
 victim is given back, last taken first, when the job still fits without preempting it. If the job cannot fit even
 with every candidate gone, nothing is preempted. A reclaimed job is preempted whether or not it is preemptible: a
-job admitted on borrowed quota accepts that it may be reclaimed.
+job admitted on borrowed quota accepts that it may be reclaimed. Reclaim works on quota, as Kueue's does: it frees
+the quota, not particular GPUs, so the job it was made for may still wait for room on its nodes (its partition);
+one reclaim is under way per cohort at a time (its quota stays held until that job starts or leaves the queue).
 """
 
 from __future__ import annotations
