@@ -81,6 +81,7 @@ def test_kueue_queue_borrows_idle_quota_and_is_reclaimed_when_the_lender_job_arr
     assert r[2].finish_time_s == 110 + 60 + 100
     m = summarize(log)
     assert (m["reclaims"], m["reclaimed_gpus"], m["quota_violations"]) == (1, 1.0, 0)
+    assert m["reclaimed_gpu_hours"] == m["lost_preemption_gpu_hours"] == pytest.approx(5 / 3600)  # J2 ran 5 s
     # borrowed: a held 3 over [5, 10] (2 above nominal), then 2 over [10, 110] and 3 over [110, 270] until J2 ends,
     # then 2 until J1 ends at 1000 and J3 at 1005 (1 above nominal until 1000, 0 after)
     assert m["borrowed_gpu_hours"] == pytest.approx((2 * 5 + 1 * 100 + 2 * 160 + 1 * 730) / 3600)

@@ -106,6 +106,7 @@ class JobLog:
     borrowed_gpu_s: float = 0.0  # ∫ Σ over queues of GPUs held above the nominal quota dt [GPU-seconds]
     reclaims: int = 0  # jobs preempted to give borrowed quota back to its lender [count]
     reclaimed_gpus: float = 0.0  # Σ of the reclaimed jobs' GPU shares [GPUs]
+    reclaim_lost_gpu_s: float = 0.0  # work rolled back by reclaims (part of the preemptions' lost work) [GPU-seconds]
     team_gpu_s: tuple[tuple[str, float], ...] = ()  # ∫ GPUs held dt per team, with quotas only [GPU-seconds]
 
     def completed(self) -> list[JobRecord]:

@@ -74,6 +74,7 @@ class QuotaLedger:
         self.violations = 0  # starts that left a holding above its quota (the admission check makes it 0)
         self.reclaims = 0  # jobs preempted by reclaim
         self.reclaimed_milli = 0  # Σ of their shares [milli-GPU]
+        self.reclaim_lost_gpu_s = 0.0  # work their preemptions rolled back [GPU-seconds]
 
     # ---- admission ----------------------------------------------------------------------------------------------
     def refusal(self, job: Job) -> str | None:
@@ -192,16 +193,18 @@ class QuotaLedger:
                 taken.remove(r)
         return taken
 
-    def note_reclaim(self, job: Job) -> None:
-        """Count a job preempted by reclaim."""
+    def note_reclaim(self, job: Job, lost_gpu_s: float) -> None:
+        """Count a job preempted by reclaim, whose preemption rolled back ``lost_gpu_s`` of work [GPU-seconds]."""
         self.reclaims += 1
         self.reclaimed_milli += job.n_gpus * job.gpu_milli
+        self.reclaim_lost_gpu_s += lost_gpu_s
 
     # ---- reading ------------------------------------------------------------------------------------------------
     def log_fields(self) -> dict[str, object]:
         """The job log's quota fields (:class:`~envs.core.joblog.JobLog`)."""
         return {"quota_violations": self.violations, "borrowed_gpu_s": self.borrowed_milli_s / MILLI_PER_GPU,
                 "reclaims": self.reclaims, "reclaimed_gpus": self.reclaimed_milli / MILLI_PER_GPU,
+                "reclaim_lost_gpu_s": self.reclaim_lost_gpu_s,
                 "team_gpu_s": tuple(sorted((t, v / MILLI_PER_GPU) for t, v in self.held_milli_s.items()))}
 
     def integrate(self, dt: float) -> None:

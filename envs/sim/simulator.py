@@ -492,8 +492,10 @@ class Simulator:
         quota, s = self._quota, self.state
         quota.forget_reservations(s.pending)
         for _, victim in quota.reclaim_victims(s.pending.values(), s.running):
-            quota.note_reclaim(s.running[victim].job)
+            job = s.running[victim].job
+            before = s.history[victim].lost_preemption_gpu_s if victim in s.history else 0.0
             self._interrupt(victim, preempted=True)
+            quota.note_reclaim(job, s.history[victim].lost_preemption_gpu_s - before)
 
     def _gpus_down(self, gpus: np.ndarray) -> None:
         """One more reason for each of ``gpus`` to be down; interrupt the jobs on those that just failed."""
