@@ -12,7 +12,6 @@ does not depend on the machine or the number of workers. The page is written bes
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import os
 import sys
