@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from hypothesis import strategies as st
@@ -15,7 +15,7 @@ from envs.core import MILLI_PER_GPU, ActionRefused, ClusterSpec, Job, JobLog, Ru
 from envs.core.dynamics import DynamicsConfig
 from envs.placement import PLACEMENT_RULES
 from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
-from envs.sim import Simulator
+from envs.sim import Preempt, Simulator, Start
 from envs.sim.checks import log_violations, state_violations
 
 TYPES = ["V100", "A100-40GB", "H100"]
@@ -293,3 +293,25 @@ def drive(cluster: ClusterSpec, jobs: list[Job], seed: int, runtime: RuntimeConf
     if sim.done:
         found += log_violations(sim, jobs)
     return sim.log(), found
+
+
+def run_checked(cluster: ClusterSpec, jobs: list[Job], policy_name: str, runtime: RuntimeConfig | None = None,
+                check: Callable[[Simulator], list[str]] | None = None) -> list[str]:
+    """Run the policy ``policy_name`` to the end (a refused start raises: a policy's action must be valid), checking
+    the state invariants and ``check`` after every action, then the log's; the violations found."""
+    from baselines import make  # the heuristics sit above envs: imported only by the tests that drive them
+
+    policy = make(policy_name)
+    policy.reset()
+    sim = Simulator(cluster, jobs, runtime or RuntimeConfig.rigid())
+    found: list[str] = []
+    while not sim.done:
+        action = policy.act(sim.view)
+        if isinstance(action, Start):
+            sim.start(action.job_id, action.gpus)
+        elif isinstance(action, Preempt):
+            sim.preempt(action.job_id)
+        else:
+            sim.wait(action.until_s)
+        found += state_violations(sim) + (check(sim) if check is not None else [])
+    return found + log_violations(sim, jobs)

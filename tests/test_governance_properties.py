@@ -13,13 +13,11 @@ from collections import Counter
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import clusters, drive, workloads
+from strategies import clusters, drive, run_checked, workloads
 
-from baselines import make
 from envs.core import ActionRefused, ClusterSpec, Job, RuntimeConfig
 from envs.core.governance import governance_from_dict
-from envs.sim import Preempt, Simulator, Start
-from envs.sim.checks import log_violations, state_violations
+from envs.sim import Simulator
 
 TEAMS = ("x", "y", "z")
 POLICIES = ("fcfs", "sjf+easy/pack", "fairtree+conservative/topology", "priority+easy/pack+preempt",
@@ -83,21 +81,8 @@ def partition_breaches(sim: Simulator) -> list[str]:
 @given(governed(), st.sampled_from(POLICIES))
 def test_policies_never_break_a_quota_or_a_partition(case, name):
     cluster, jobs = case
-    sim = Simulator(cluster, jobs, RuntimeConfig())
-    policy = make(name)
-    policy.reset()
-    found: list[str] = []
-    while not sim.done:
-        action = policy.act(sim.view)
-        if isinstance(action, Start):
-            sim.start(action.job_id, action.gpus)  # a policy's start is never refused
-        elif isinstance(action, Preempt):
-            sim.preempt(action.job_id)
-        else:
-            sim.wait(action.until_s)
-        found += quota_breaches(sim) + partition_breaches(sim)
-    assert found + log_violations(sim, jobs) + state_violations(sim) == []
-    assert sim.log().quota_violations == 0
+    found = run_checked(cluster, jobs, name, RuntimeConfig(), lambda sim: quota_breaches(sim) + partition_breaches(sim))
+    assert found == []
 
 
 @settings(max_examples=40, deadline=None)

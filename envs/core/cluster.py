@@ -2,7 +2,9 @@
 
 A cluster is immutable. Its GPUs are numbered globally, node by node (node 0's GPUs first), and the flat numpy
 arrays built here (``gpu_node``, ``gpu_island``, ...) are what the simulator and the placement rules index.
-Resources: every GPU has a capacity of 1000 milli-GPU; CPUs are counted in milli-cores and RAM in MiB.
+Resources: every GPU has a capacity of 1000 milli-GPU and its type's memory (counted in MiB, ``round(GiB × 1024)``,
+for exact sums); CPUs are counted in milli-cores and RAM in MiB. GPUs of a MIG-capable type (:mod:`envs.core.mig`)
+start in MIG mode or in full mode, as their node says (``NodeSpec.mig``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from envs.core.errors import ConfigError
 from envs.core.governance import NO_GOVERNANCE, Governance
 from envs.core.gpu_types import DEFAULT_GPU_TYPES, GPUType
+from envs.core.mig import DEFAULT_MIG_RECONFIG_S, MIG_GEOMETRIES
 
 MILLI_PER_GPU = 1000
 """Capacity of one GPU in milli-GPU; fractional jobs ask for a share of it."""
@@ -38,6 +41,7 @@ class NodeSpec:
     ram_mib: int = 0  # RAM capacity [MiB]; 0 means RAM is not modelled
     rack: int = 0  # rack (top-of-rack switch) id
     cache_gib: float = 0.0  # dataset cache capacity [GiB]; 0 means no cache
+    mig: bool = False  # its GPUs start in MIG mode (the type must be MIG-capable); else in full mode
 
     def __post_init__(self) -> None:
         where = f"node {self.name!r}"
@@ -71,6 +75,7 @@ class ClusterSpec:
     nodes: tuple[NodeSpec, ...]
     gpu_types: Mapping[str, GPUType] = field(default_factory=lambda: dict(DEFAULT_GPU_TYPES))
     governance: Governance = NO_GOVERNANCE
+    mig_reconfig_s: float = DEFAULT_MIG_RECONFIG_S  # cost of switching an empty GPU's MIG mode [s], paid by its job
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -87,6 +92,14 @@ class ClusterSpec:
                     f"cluster {self.name!r}: node {node.name!r}: gpu_type: unknown type {node.gpu_type!r} "
                     f"(known: {', '.join(sorted(self.gpu_types))})"
                 )
+            if node.mig and node.gpu_type not in MIG_GEOMETRIES:
+                raise ConfigError(
+                    f"cluster {self.name!r}: node {node.name!r}: mig: type {node.gpu_type!r} is not MIG-capable "
+                    f"(MIG-capable: {', '.join(MIG_GEOMETRIES)})"
+                )
+        if not (self.mig_reconfig_s >= 0 and self.mig_reconfig_s < float("inf")):
+            raise ConfigError(f"cluster {self.name!r}: mig_reconfig_s: must be finite and >= 0, "
+                              f"got {self.mig_reconfig_s}")
         for partition in self.governance.partitions:
             if partition.nodes and partition.nodes[-1] >= len(self.nodes):
                 raise ConfigError(f"cluster {self.name!r}: partition {partition.name!r}: node index out of range")
@@ -192,15 +205,74 @@ class ClusterSpec:
         """Memory [GiB] of each type in ``type_names``."""
         return _frozen(np.array([self.gpu_types[t].memory_gib for t in self.type_names], dtype=np.float64))
 
-    def eligible_nodes(self, gpu_types: frozenset[str], gpu_mem_gib: float, partition: str = "") -> np.ndarray:
+    @cached_property
+    def gpu_memory_mib(self) -> np.ndarray:
+        """Memory of every GPU [MiB] (its type's memory, ``round(GiB × 1024)``), shape (n_gpus,)."""
+        per_type = np.array([round(self.gpu_types[t].memory_gib * 1024) for t in self.type_names], dtype=np.int64)
+        return _frozen(per_type[self.node_type_index][self.gpu_node])
+
+    # ---- MIG ---------------------------------------------------------------------------------------------------
+    @cached_property
+    def mig_types(self) -> tuple[str, ...]:
+        """The MIG-capable GPU types present in the cluster, sorted; ``gpu_mig_geometry`` indexes this tuple."""
+        return tuple(t for t in self.type_names if t in MIG_GEOMETRIES)
+
+    @property
+    def has_mig(self) -> bool:
+        """True when some GPU of the cluster is MIG-capable."""
+        return bool(self.mig_types)
+
+    @cached_property
+    def gpu_mig_geometry(self) -> np.ndarray:
+        """Per GPU: index into ``mig_types`` of its type, or ``len(mig_types)`` when it is not MIG-capable (the row
+        of :meth:`mig_table` that offers nothing)."""
+        index = {t: i for i, t in enumerate(self.mig_types)}
+        per_type = np.array([index.get(t, len(self.mig_types)) for t in self.type_names], dtype=np.int64)
+        return _frozen(per_type[self.node_type_index][self.gpu_node])
+
+    @cached_property
+    def gpu_mig_initial(self) -> np.ndarray:
+        """Per GPU: True when it starts in MIG mode."""
+        return _frozen(np.repeat([n.mig for n in self.nodes], [n.n_gpus for n in self.nodes]).astype(bool))
+
+    def mig_table(self, kind: str, profile: str) -> np.ndarray:
+        """Stacked lookup table (one row per ``mig_types`` entry, then one for types without MIG) of shape
+        (len(mig_types) + 1, 256), indexed ``[gpu_mig_geometry[g], occupancy mask]``: ``"lowest"`` the lowest free
+        valid position of ``profile`` (-1: none), ``"mask"`` the slices an instance there takes (0: none),
+        ``"stranded"`` the free compute slices no free position of it
+        covers, ``"placements"`` (``profile`` ignored) the (profile, position) instances still possible."""
+        key = (kind, profile)
+        table = self._mig_tables.get(key)
+        if table is None:
+            rows = []
+            for t in self.mig_types:
+                geometry = MIG_GEOMETRIES[t]
+                rows.append(geometry.lowest_position_table(profile) if kind == "lowest" else
+                            geometry.mask_table(profile) if kind == "mask" else
+                            geometry.stranded_compute_table(profile) if kind == "stranded" else
+                            geometry.placements_table)
+            fill = -1 if kind == "lowest" else 0
+            rows.append(np.full(256, fill, dtype=np.int64))
+            table = self._mig_tables[key] = _frozen(np.stack(rows))
+        return table
+
+    @cached_property
+    def _mig_tables(self) -> dict[tuple[str, str], np.ndarray]:
+        return {}
+
+    def eligible_nodes(self, gpu_types: frozenset[str], gpu_mem_gib: float, partition: str = "",
+                       mig_profile: str = "") -> np.ndarray:
         """Boolean mask over nodes whose GPU type is allowed (empty set = any) and has >= ``gpu_mem_gib``, inside
-        the nodes of a job naming ``partition`` (where the cluster has partitions; an unknown one has no node)."""
-        key = (gpu_types, gpu_mem_gib, partition)
+        the nodes of a job naming ``partition`` (where the cluster has partitions; an unknown one has no node), and
+        offers MIG profile ``mig_profile`` (canonical name; "" for a job that asks for none)."""
+        key = (gpu_types, gpu_mem_gib, partition, mig_profile)
         cache = self._eligible_cache
         mask = cache.get(key)
         if mask is None:
             ok_type = np.array(
-                [not gpu_types or t in gpu_types for t in self.type_names], dtype=bool
+                [(not gpu_types or t in gpu_types)
+                 and (not mig_profile or (t in MIG_GEOMETRIES and MIG_GEOMETRIES[t].profile(mig_profile) is not None))
+                 for t in self.type_names], dtype=bool
             ) & (self.type_memory_gib >= gpu_mem_gib)
             mask = ok_type[self.node_type_index]
             if self.governance.partitions:
@@ -224,7 +296,7 @@ class ClusterSpec:
         return mask
 
     @cached_property
-    def _eligible_cache(self) -> dict[tuple[frozenset[str], float, str], np.ndarray]:
+    def _eligible_cache(self) -> dict[tuple[frozenset[str], float, str, str], np.ndarray]:
         return {}
 
     def describe(self) -> str:

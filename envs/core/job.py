@@ -8,6 +8,7 @@ from enum import Enum
 
 from envs.core.cluster import MILLI_PER_GPU
 from envs.core.errors import JobSpecError
+from envs.core.mig import compute_slices_of, normalize_profile, share_milli
 
 
 class JobState(Enum):
@@ -31,6 +32,7 @@ class RejectReason(Enum):
     PARTITION_ACCESS = "the job's team may not use its partition"
     PARTITION_TIME_LIMIT = "the requested wall time exceeds the partition's limit"
     QUOTA = "the job asks for more GPUs than its quotas ever allow"
+    MIG_PROFILE = "no eligible node's GPU type offers the job's MIG profile"
 
 
 class RefusalReason(Enum):
@@ -42,6 +44,9 @@ class RefusalReason(Enum):
     BAD_GPU_INDEX = "a GPU index is out of range or repeated"
     GPU_TYPE = "a GPU's type is not allowed or has too little memory"
     GPU_BUSY = "a GPU has too little free capacity"
+    GPU_MEMORY = "a shared GPU has too little free memory"
+    GPU_MODE = "a GPU holds MIG slices: only MIG jobs may share it"
+    MIG_GEOMETRY = "no valid MIG position is free, or the GPU is not MIG-capable, or is in full mode and not empty"
     CPU_RAM = "a node has too little free CPU or RAM"
     NODE_DOWN = "a node is not healthy"
     GPU_DOWN = "a GPU has failed"
@@ -74,7 +79,13 @@ class Job:
 
     Defaults are those used when a trace does not say: any GPU type, no memory, CPU, RAM or data needs, user
     and team ``"-"``, priority 0, not preemptible, communication sensitivity 0, no checkpoints, the default
-    partition.
+    partition, no MIG profile.
+
+    GPU memory: a whole-GPU job holds all the memory of its GPUs; a fractional job holds ``gpu_mem_gib`` of its GPU
+    (0: it holds none, i.e. its memory use is not modelled and never stops another job from sharing the GPU).
+    MIG: ``mig_profile`` (``3g.20gb``, or the Kubernetes resource ``nvidia.com/mig-3g.20gb``; stored in the short
+    form) asks for one GPU instance of that profile on one GPU; ``gpu_milli`` is then set from it, compute slices / 7
+    (:func:`envs.core.mig.share_milli`), and holds the instance's memory slices.
     """
 
     job_id: int
@@ -100,9 +111,23 @@ class Job:
     checkpoint_interval_s: float = 0.0  # 0 = never checkpoints
     type_speeds: tuple[tuple[str, float], ...] = ()  # per-type speed overrides (Gavel-style)
     partition: str = ""  # partition (Slurm) or node pool (Kubernetes); empty = the cluster's default
+    mig_profile: str = ""  # MIG profile asked for (short form, e.g. "3g.20gb"); empty = none
 
     def __post_init__(self) -> None:
         where = f"job {self.job_id}"
+        if self.mig_profile:
+            try:
+                profile = normalize_profile(self.mig_profile)
+            except ValueError as exc:
+                raise JobSpecError(f"{where}: mig_profile: {exc}") from exc
+            share = share_milli(compute_slices_of(profile))
+            if self.n_gpus != 1:
+                raise JobSpecError(f"{where}: a MIG profile ({profile}) needs n_gpus == 1, got {self.n_gpus}")
+            if self.gpu_milli not in (MILLI_PER_GPU, share):
+                raise JobSpecError(f"{where}: gpu_milli: a {profile} job takes {share} milli-GPU, got "
+                                   f"{self.gpu_milli}")
+            object.__setattr__(self, "mig_profile", profile)
+            object.__setattr__(self, "gpu_milli", share)
         for key in ("submit_time_s", "runtime_s", "runtime_estimate_s", "gpu_mem_gib", "dataset_gib",
                     "checkpoint_interval_s", "comm_sensitivity"):
             value = getattr(self, key)
@@ -134,6 +159,16 @@ class Job:
         intervals, 0 for a job that never checkpoints."""
         interval = self.checkpoint_interval_s
         return math.floor(computing_s / interval) * interval if interval > 0 else 0.0
+
+    @property
+    def is_mig(self) -> bool:
+        """True when the job asks for a MIG instance."""
+        return bool(self.mig_profile)
+
+    @property
+    def gpu_mem_mib(self) -> int:
+        """``gpu_mem_gib`` in whole MiB (``round(GiB × 1024)``): what a fractional job holds of its GPU's memory."""
+        return round(self.gpu_mem_gib * 1024)
 
     @property
     def is_fractional(self) -> bool:

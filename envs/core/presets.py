@@ -17,6 +17,8 @@ A preset file holds::
         ram_gib: 256        # [GiB]        (default 0: not modelled)
         rack: 0             # or racks: [0, 1] to spread the group over racks in contiguous blocks
         cache_gib: 100      # dataset cache per node [GiB] (default 0: no cache)
+        mig: false          # its GPUs start in MIG mode (a MIG-capable type only; default false: full mode)
+    mig_reconfig_s: 30      # optional: cost of switching an empty GPU's MIG mode [s] (envs.core.mig)
     partitions: [...]       # optional: partitions and quotas, as :mod:`envs.core.governance` describes
     quotas: {...}
 
@@ -38,9 +40,9 @@ from envs.core.files import read_yaml
 from envs.core.governance import governance_from_dict
 from envs.core.gpu_types import GPUType
 
-_TOP_KEYS = {"name", "gpu_types", "node_groups", "partitions", "quotas"}
+_TOP_KEYS = {"name", "gpu_types", "node_groups", "partitions", "quotas", "mig_reconfig_s"}
 _GROUP_KEYS = {"name", "count", "gpu_type", "gpus", "island_size", "islands", "cpus", "ram_gib", "rack", "racks",
-               "cache_gib"}
+               "cache_gib", "mig"}
 _TYPE_KEYS = {"memory_gib", "speed"}
 
 
@@ -83,8 +85,9 @@ def cluster_from_dict(data: Any, where: str = "cluster") -> ClusterSpec:
         nodes.extend(_group_nodes(group, f"{where}: node_groups[{i}]", default_name=f"group{i}"))
     governance = governance_from_dict({k: data[k] for k in ("partitions", "quotas") if k in data},
                                       tuple(n.name for n in nodes), where)
+    extra = {"mig_reconfig_s": _number(data, "mig_reconfig_s", where)} if "mig_reconfig_s" in data else {}
     try:
-        return ClusterSpec(name=name, nodes=tuple(nodes), gpu_types=types, governance=governance)
+        return ClusterSpec(name=name, nodes=tuple(nodes), gpu_types=types, governance=governance, **extra)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
 
@@ -137,6 +140,9 @@ def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
     cpu_milli = round(_number(group, "cpus", where, default=0.0) * 1000)
     ram_mib = round(_number(group, "ram_gib", where, default=0.0) * 1024)
     cache_gib = _number(group, "cache_gib", where, default=0.0)
+    mig = group.get("mig", False)
+    if not isinstance(mig, bool):
+        raise ConfigError(f"{where}.mig: must be true or false, got {mig!r}")
     try:
         return [
             NodeSpec(
@@ -148,6 +154,7 @@ def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
                 ram_mib=ram_mib,
                 rack=racks[k * len(racks) // count],  # contiguous, near-equal blocks
                 cache_gib=cache_gib,
+                mig=mig,
             )
             for k in range(count)
         ]

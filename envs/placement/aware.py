@@ -22,6 +22,10 @@ becomes f − n; ties: pack. A gang: pack's gang rule. A fractional share of m m
 ties lowest index), but among the usable GPUs whose free share after placement is 0 or still at least the smallest
 fractional request of the other pending jobs (their own share m when none is pending), when any is.
 Scores use integer weights, so ties are exact. Types, CPU and health are ignored by the score (cluster shape only).
+A MIG job: the usable GPU where taking the instance (at the lowest free valid position, where the simulator puts it)
+removes the fewest possible instances, counted over every (profile, valid position) of the GPU's type that is still
+free (unweighted: any profile may come); ties: pack's order (fewest free slices, MIG mode first), then lowest index.
+Locality places a MIG job like a fractional share, comparing free slices.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import numpy as np
 from envs.core.cluster import MILLI_PER_GPU
 from envs.core.job import Job
 from envs.placement.basic import fractional_share, gang, pack
-from envs.placement.feasibility import NEVER, free_gpus_of_node, usable_gpu_mask, usable_or_none
+from envs.placement.feasibility import NEVER, free_gpus_of_node, share_room, usable_gpu_mask, usable_or_none
 from envs.sim.view import View
 
 DEFAULT_MIX = ((1, 5), (2, 2), (4, 2), (8, 1))
@@ -54,7 +58,7 @@ def locality(view: View, job: Job) -> np.ndarray | None:
         mask = usable_gpu_mask(view, job) & cached[view.cluster.gpu_node]
         if not mask.any():
             return pack(view, job)
-        return np.array([int(np.where(mask, view.gpu_free_milli, NEVER).argmin())], dtype=np.int64)
+        return np.array([int(np.where(mask, share_room(view, job), NEVER).argmin())], dtype=np.int64)
     usable = usable_or_none(view, job)
     if usable is None:
         return None
@@ -82,7 +86,7 @@ def fragmentation(view: View, job: Job) -> np.ndarray | None:
     The score and its ties are in the module docstring.
     """
     if job.is_fractional:
-        return _fractional_keeping_room(view, job)
+        return _mig_keeping_geometry(view, job) if job.mig_profile else _fractional_keeping_room(view, job)
     usable = usable_or_none(view, job)
     if usable is None:
         return None
@@ -110,12 +114,13 @@ def job_mix(view: View, job: Job) -> Mix:
 
 def _pending_histogram(view: View, column: int) -> np.ndarray:
     """Distinct values and counts (shape (2, K)) of the pending jobs' GPU counts (column 0) or fractional shares
-    (column 1, fractional jobs only), memoized per state and time: arrivals change pending without a new state."""
+    (column 1, ordinary fractional jobs only: MIG instances cannot share a GPU in full mode), memoized per state
+    and time: arrivals change pending without a new state."""
     def compute() -> np.ndarray:
         if column == 0:
             values = [j.n_gpus for j in view.pending.values()]
         else:
-            values = [j.gpu_milli for j in view.pending.values() if j.gpu_milli < MILLI_PER_GPU]
+            values = [j.gpu_milli for j in view.pending.values() if j.gpu_milli < MILLI_PER_GPU and not j.mig_profile]
         return np.array(np.unique(np.array(values, dtype=np.int64), return_counts=True), dtype=np.int64)
     return view.memoized(("pending_histogram", column, view.time_s), compute)
 
@@ -145,3 +150,19 @@ def _fractional_keeping_room(view: View, job: Job) -> np.ndarray | None:
     if not good.any():
         return fractional_share(view, job, most_free=False)
     return np.array([int(np.where(good, view.gpu_free_milli, NEVER).argmin())], dtype=np.int64)
+
+
+def _mig_keeping_geometry(view: View, job: Job) -> np.ndarray | None:
+    mask = usable_gpu_mask(view, job)
+    candidates = mask.nonzero()[0]
+    if candidates.size == 0:
+        return None
+    c = view.cluster
+    used = view.gpu_mig_used[candidates]
+    geometry = c.gpu_mig_geometry[candidates]
+    after = used | c.mig_table("mask", job.mig_profile)[geometry, used]
+    placements = c.mig_table("placements", "")
+    loss = placements[geometry, used] - placements[geometry, after]
+    room = share_room(view, job)[candidates]
+    best = np.lexsort((candidates, room, loss))[0]  # fewest instances lost, then pack, then index
+    return np.array([int(candidates[best])], dtype=np.int64)

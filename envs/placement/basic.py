@@ -6,6 +6,12 @@ False (a fractional share). A job that fits on no single node is placed by the s
 pack, spread and topology's last step: nodes in descending order of usable GPUs (ties: lowest index), all of each
 node's usable GPUs until the last node gives the remainder, so the job spans the fewest nodes. GPUs inside a node
 are its lowest free indices. Rules are vectorized over nodes (and islands): no Python loop over GPUs.
+
+A MIG job (one instance of a profile on one GPU) is a fractional share whose room is counted in free memory slices
+(:func:`~envs.placement.feasibility.share_room`): first-fit takes the first GPU where the profile fits, pack (and
+topology) the fitting GPU with the fewest free slices, spread the one with the most; ties go to a GPU already in MIG
+mode (no switch), then the lowest index. The simulator puts the instance at the lowest free valid position of that
+GPU. A ``7g`` instance takes a whole GPU and is placed as a whole-GPU job.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import numpy as np
 
 from envs.core.cluster import ClusterSpec
 from envs.core.job import Job
+from envs.core.mig import FREE_SLICES
 from envs.placement.feasibility import (
     NEVER,
     eligible_free_gpus,
@@ -24,6 +31,7 @@ from envs.placement.feasibility import (
     free_gpus_of_node,
     gather,
     node_has_cpu_ram,
+    share_room,
     usable_gpu_mask,
     usable_gpus_per_node,
     usable_or_none,
@@ -148,10 +156,14 @@ def gang(view: View, usable: np.ndarray, n: int) -> np.ndarray:
 
 
 def fractional_share(view: View, job: Job, most_free: bool) -> np.ndarray | None:
-    """The usable GPU with the most (or least) free share; ties: lowest GPU index."""
+    """The usable GPU with the most (or least) free share (free slices for a MIG job); ties: lowest GPU index (for a
+    MIG job, first a GPU already in MIG mode)."""
     mask = usable_gpu_mask(view, job)
-    free = view.gpu_free_milli
-    g = int(np.where(mask, free, -1).argmax() if most_free else np.where(mask, free, NEVER).argmin())
+    if most_free:
+        free = 2 * FREE_SLICES[view.gpu_mig_used] + view.gpu_mig_mode if job.mig_profile else view.gpu_free_milli
+        g = int(np.where(mask, free, -1).argmax())
+    else:
+        g = int(np.where(mask, share_room(view, job), NEVER).argmin())
     return np.array([g], dtype=np.int64) if mask[g] else None
 
 

@@ -2,6 +2,11 @@
 
 Every function takes a :class:`~envs.sim.view.View` (or a projected state of :mod:`envs.sim.profile`) and a job,
 and is vectorized over nodes: no Python loop over GPUs.
+
+A fractional job may share a GPU only when the GPU has its share, its memory (``gpu_mem_mib``; none needed when 0)
+and holds no MIG slice; a MIG job only where its type offers the profile, a valid position of it is free, and the GPU
+is empty or already holds slices (a GPU in full mode with fractional jobs on it cannot switch to MIG mode). A
+whole-GPU job (a ``7g`` MIG instance included) needs entirely free GPUs, whose memory is all free.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs.core.job import Job
+from envs.core.mig import FREE_SLICES
 from envs.sim.view import View
 
 NEVER = np.iinfo(np.int64).max
@@ -20,18 +26,40 @@ def eligible_free_gpus(view: View, job: Job) -> np.ndarray:
 
     CPU and RAM are not checked here: see :func:`usable_gpus_per_node` and :func:`node_has_cpu_ram`.
     """
-    if not (job.gpu_types or job.gpu_mem_gib or job.partition or view.cluster.governance.partitions) \
-            and view.all_nodes_up:
+    if not (job.gpu_types or job.gpu_mem_gib or job.partition or job.mig_profile
+            or view.cluster.governance.partitions) and view.all_nodes_up:
         return view.node_free_gpus
-    eligible = view.cluster.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition) & view.node_up
+    eligible = view.cluster.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition, job.mig_profile) \
+        & view.node_up
     return np.where(eligible, view.node_free_gpus, 0)
 
 
 def eligible_gpu_mask(view: View, job: Job) -> np.ndarray:
-    """Per GPU: True when its node suits ``job`` (type, memory, health) and it has ``job.gpu_milli`` free."""
+    """Per GPU: True when its node suits ``job`` (type, memory, health) and it could take the job's share now: the
+    free share, memory and mode of an ordinary fractional job, a free valid position of a MIG job's profile (module
+    docstring)."""
     c = view.cluster
-    node_ok = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition) & view.node_up
-    return node_ok[c.gpu_node] & (view.gpu_free_milli >= job.gpu_milli)
+    node_ok = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition, job.mig_profile) & view.node_up
+    mask = node_ok[c.gpu_node] & (view.gpu_free_milli >= job.gpu_milli)
+    if job.mig_profile:
+        used = view.gpu_mig_used
+        fits = c.mig_table("lowest", job.mig_profile)[c.gpu_mig_geometry, used] >= 0
+        return mask & fits & (view.gpu_whole_free | (used != 0))
+    if c.has_mig:
+        mask &= view.gpu_mig_used == 0
+    need = job.gpu_mem_mib
+    if need:
+        mask &= view.gpu_free_mem_mib >= need
+    return mask
+
+
+def share_room(view: View, job: Job) -> np.ndarray:
+    """Per GPU, the room a fractional job's rules compare (less room first for pack): the free share [milli-GPU]
+    of an ordinary fractional job; for a MIG job 2 × free memory slices, + 1 on a GPU in full mode (which the job
+    would have to switch), so that among equally free GPUs those already in MIG mode come first."""
+    if not job.mig_profile:
+        return view.gpu_free_milli
+    return 2 * FREE_SLICES[view.gpu_mig_used] + ~view.gpu_mig_mode
 
 
 def usable_gpus_per_node(view: View, job: Job) -> np.ndarray:
@@ -41,7 +69,8 @@ def usable_gpus_per_node(view: View, job: Job) -> np.ndarray:
     """
     if not (job.cpu_milli_per_gpu or job.ram_mib_per_gpu):
         return eligible_free_gpus(view, job)
-    key = ("usable", job.gpu_types, job.gpu_mem_gib, job.partition, job.cpu_milli_per_gpu, job.ram_mib_per_gpu)
+    key = ("usable", job.gpu_types, job.gpu_mem_gib, job.partition, job.mig_profile, job.cpu_milli_per_gpu,
+           job.ram_mib_per_gpu)
     return view.memoized(key, lambda: cap_by_cpu_ram(view, job, eligible_free_gpus(view, job)))
 
 

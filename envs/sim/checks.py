@@ -10,6 +10,7 @@ import numpy as np
 
 from envs.core.cluster import MILLI_PER_GPU
 from envs.core.job import Job, JobState
+from envs.core.mig import MEMORY_SLICES, MIG_GEOMETRIES
 from envs.sim.simulator import Simulator
 
 TOLERANCE = 1e-9
@@ -17,8 +18,9 @@ TOLERANCE = 1e-9
 
 
 def state_violations(sim: Simulator) -> list[str]:
-    """No GPU, milli-share, CPU or RAM is over-allocated; a failed GPU holds nothing and has no free share; the
-    derived counters agree with the per-GPU state; the queue is in (submit time, job id) order."""
+    """No GPU, milli-share, GPU memory, CPU or RAM is over-allocated; a failed GPU holds nothing and has no free
+    share; the derived counters agree with the per-GPU state; the queue is in (submit time, job id) order; MIG
+    geometry is valid (:func:`mig_violations`)."""
     c, view = sim.cluster, sim.view
     found = []
     free = view.gpu_free_milli
@@ -45,6 +47,69 @@ def state_violations(sim: Simulator) -> list[str]:
         found.append("the running jobs' shares disagree with the free shares")
     if view.down_gpus != int((~view.gpu_up).sum()):
         found.append("the failed-GPU count disagrees with the per-GPU health")
+    return found + memory_violations(sim) + mig_violations(sim)
+
+
+def memory_violations(sim: Simulator) -> list[str]:
+    """No GPU's memory is over-committed: free memory is in 0..capacity and is the capacity (0 for a failed GPU)
+    less what the running jobs hold (all of it for whole GPUs, ``gpu_mem_mib`` for a fractional share, the memory
+    slices' part for a MIG instance)."""
+    c, view = sim.cluster, sim.view
+    found = []
+    free = view.gpu_free_mem_mib
+    if not ((free >= 0) & (free <= c.gpu_memory_mib)).all():
+        found.append("a GPU's free memory is outside 0..its capacity")
+    held = np.where(view.gpu_up, c.gpu_memory_mib, 0)
+    for running in view.running.values():
+        job, index = running.job, running.gpus.index
+        if not job.is_fractional:
+            held[index] -= c.gpu_memory_mib[index]
+        elif job.mig_profile:
+            g, mask = view.mig_slices.get(job.job_id, (int(index[0]), 0))
+            held[g] -= int(c.gpu_memory_mib[g]) * mask.bit_count() // MEMORY_SLICES
+        else:
+            held[index] -= job.gpu_mem_mib
+    if not (held == free).all():
+        found.append("the running jobs' memory disagrees with the free memory (over-committed or lost)")
+    return found
+
+
+def mig_violations(sim: Simulator) -> list[str]:
+    """MIG geometry is valid: every running MIG job holds one instance of its profile at a valid position of its
+    GPU's type, instances on one GPU do not overlap and make up its occupancy mask, a GPU holding instances is in
+    MIG mode and holds no other job, a GPU holding an ordinary job is in full mode."""
+    c, view = sim.cluster, sim.view
+    found = []
+    mig_jobs = {j for j, r in view.running.items() if r.job.mig_profile}
+    if set(view.mig_slices) != mig_jobs:
+        found.append("the MIG instances held disagree with the running MIG jobs")
+    occupancy = np.zeros(c.n_gpus, dtype=np.int64)
+    for job_id, (g, mask) in view.mig_slices.items():
+        running = view.running.get(job_id)
+        if running is None:
+            continue
+        geometry = MIG_GEOMETRIES.get(c.nodes[int(c.gpu_node[g])].gpu_type)
+        profile = geometry.profile(running.job.mig_profile) if geometry is not None else None
+        if profile is None or mask not in profile.masks:
+            found.append(f"job {job_id}: MIG slices {mask:08b} on GPU {g} are not a valid position of "
+                         f"{running.job.mig_profile}")
+        if list(running.gpus.index) != [g]:
+            found.append(f"job {job_id}: its MIG instance is not on the GPU it holds")
+        if occupancy[g] & mask:
+            found.append(f"GPU {g}: MIG instances overlap")
+        occupancy[g] |= mask
+    if not (occupancy == view.gpu_mig_used).all():
+        found.append("the MIG occupancy masks disagree with the instances held")
+    sliced = occupancy != 0
+    if (sliced & ~view.gpu_mig_mode).any():
+        found.append("a GPU holds MIG instances in full mode")
+    for running in view.running.values():
+        if not running.job.mig_profile:
+            index = running.gpus.index
+            if sliced[index].any():
+                found.append(f"job {running.job.job_id} shares a GPU holding MIG instances")
+            if view.gpu_mig_mode[index].any():
+                found.append(f"job {running.job.job_id} runs on a GPU in MIG mode")
     return found
 
 
@@ -60,6 +125,7 @@ def log_violations(sim: Simulator, jobs: Sequence[Job]) -> list[str]:
         found.append("not every job ended exactly once")
     rigid = not (sim.runtime.use_speed or sim.runtime.use_topology or sim.runtime.use_staging
                  or sim.runtime.kill_at_walltime)
+    reconfig_s = sim.mig_reconfig_paid_s
     for r in log.records:
         i = r.interruptions
         if r.state is JobState.REJECTED:
@@ -78,7 +144,8 @@ def log_violations(sim: Simulator, jobs: Sequence[Job]) -> list[str]:
             found.append(f"job {r.job.job_id}: ran past its requested wall time")
         if i is not None and rigid:
             share = r.job.gpu_share
-            work = r.run_s - (i.lost_failure_gpu_s + i.lost_preemption_gpu_s + i.overhead_gpu_s) / share
+            work = (r.run_s - (i.lost_failure_gpu_s + i.lost_preemption_gpu_s + i.overhead_gpu_s) / share
+                    - reconfig_s.get(r.job.job_id, 0.0))
             if abs(work - r.job.runtime_s) > TOLERANCE * max(1.0, r.run_s) * (2 + i.failures + i.preemptions):
                 found.append(f"job {r.job.job_id}: held {r.run_s} s, lost and overhead leave {work} s of work for "
                              f"a runtime of {r.job.runtime_s} s")

@@ -18,6 +18,14 @@ it ends FAILED. With no dynamics the simulator does exactly what it did before t
 
 A policy may ask to be woken at a time (``wait(until_s)``): that time becomes a decision point if a job is pending
 (Tiresias demotes jobs when their attained service crosses a threshold, which no other event marks).
+
+GPU memory and MIG (:mod:`envs.core.mig`): fractional jobs sharing a GPU never hold more than its memory (refused
+with ``GPU_MEMORY``). A MIG job is placed on the GPU its Start names at the lowest valid free position of its
+profile (what ``nvidia-smi mig -cgi`` does without an explicit placement), and is refused with ``MIG_GEOMETRY``
+when none is free, the GPU is not MIG-capable, or it is in full mode and not empty; an ordinary fractional job is
+refused with ``GPU_MODE`` on a GPU holding MIG slices. A job started on an empty GPU in the other mode switches it
+(MIG mode for a MIG job, full mode for any other) and pays ``cluster.mig_reconfig_s`` at the start of its run, after
+any restart overhead and before staging; switches happen only on empty GPUs.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from envs.core.dynamics import STATIC, DynamicsConfig
 from envs.core.errors import ActionRefused, ConfigError, SimulationStalled
 from envs.core.job import Job, JobState, RefusalReason, RejectReason
 from envs.core.joblog import JobLog, JobRecord, TopologyLevel
+from envs.core.mig import MEMORY_SLICES, MIG_GEOMETRIES, share_milli
 from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
 from envs.sim.dynamics import FAIL, OUTAGE_END, OUTAGE_START, REPAIR, TIMER, Event, Timeline
 from envs.sim.quota import QuotaLedger
@@ -85,13 +94,15 @@ class Simulator:
         self._outage_depth = 0  # outages in progress (windows may overlap)
         self._downtime_s = 0.0
         self._outage_jobs: set[int] = set()  # jobs pending at some moment while the scheduler was down
-        self._demand: dict[tuple[int, int], int] = {}  # (n_gpus, gpu_milli) -> pending jobs asking for it
+        self._demand: dict[tuple[int, int, str], int] = {}  # (n_gpus, gpu_milli, mig_profile) -> pending jobs
         self._alloc_milli = 0  # Σ allocated milli-GPU
         self._partial_free_milli = 0  # Σ free milli-GPU on GPUs that are partly in use
         self._busy_milli_s = 0.0
         self._idle_pending_milli_s = 0.0
         self._frag_milli_s = 0.0
         self._pending_job_s = 0.0  # ∫ number of pending jobs dt: the total wait so far [job-seconds]
+        self._mig = self.cluster.has_mig
+        self._reconfig_paid_s: dict[int, float] = {}  # job id -> MIG mode-switch time paid over its runs so far [s]
         quotas = self.cluster.governance.quotas
         self._quota = QuotaLedger(quotas) if quotas.active else None
         self.view = View(self.state, self._quota)
@@ -133,6 +144,11 @@ class Simulator:
     def events_left(self) -> bool:
         """True while some event (an arrival or a completion) is still to come; waiting without one would stall."""
         return self.state.events_left
+
+    @property
+    def mig_reconfig_paid_s(self) -> dict[int, float]:
+        """Per job that paid any: the MIG mode-switch time paid over its runs so far [s] (a copy)."""
+        return dict(self._reconfig_paid_s)
 
     def wait(self, until_s: float | None = None) -> None:
         """Advance to the next decision point (or to the end); raises SimulationStalled if nothing can happen.
@@ -242,14 +258,39 @@ class Simulator:
         GPUs: every partly used GPU's free share, plus the free GPUs of each node holding fewer than min(n, node
         size) free GPUs (a node smaller than the job can join a gang only when it is entirely free). Types, CPU and
         health are not considered: this is the cluster-shape measure of SPEC §7.
+
+        MIG (requests ordered by (GPUs, share, profile name)): a GPU holding MIG slices can host only MIG jobs, and a
+        partly used GPU in full mode only ordinary ones. For a smallest request of profile P: the free share of every
+        partly used full-mode GPU, plus on every GPU holding slices its free compute slices that no free valid
+        position of P covers (``share_milli(k)`` for k slices; all of them where its type lacks P). For an ordinary
+        request, a GPU holding slices counts with all its free share.
         """
-        n, milli = min(self._demand)
+        n, milli, profile = min(self._demand)
+        if self._mig and (profile or self.state.mig_slices):
+            return self._fragmented_mig_milli(n, milli, profile)
         if milli < MILLI_PER_GPU:
             free = self.state.gpu_free_milli
             return float(free[(free > 0) & (free < milli)].sum())
         free_gpus = self.state.node_free_gpus
         stranded = free_gpus < np.minimum(n, self.cluster.node_n_gpus)
         return self._partial_free_milli + MILLI_PER_GPU * float(free_gpus[stranded].sum())
+
+    def _fragmented_mig_milli(self, n: int, milli: int, profile: str) -> float:
+        c, s = self.cluster, self.state
+        free, used = s.gpu_free_milli, s.gpu_mig_used
+        sliced = used != 0
+        if profile:
+            total = int(free[(free > 0) & (free < MILLI_PER_GPU) & ~sliced].sum())
+            gpus = sliced.nonzero()[0]
+            if gpus.size:
+                stranded = c.mig_table("stranded", profile)[c.gpu_mig_geometry[gpus], used[gpus]]
+                total += int(share_milli(stranded).sum())
+            return float(total)
+        if milli < MILLI_PER_GPU:
+            return float(free[(free > 0) & (free < milli) & ~sliced].sum() + free[sliced].sum())
+        free_gpus = s.node_free_gpus
+        stranded_nodes = free_gpus < np.minimum(n, c.node_n_gpus)
+        return self._partial_free_milli + MILLI_PER_GPU * float(free_gpus[stranded_nodes].sum())
 
     def _arrive(self, job: Job) -> None:
         reason = self._reject_reason(job)
@@ -261,7 +302,7 @@ class Simulator:
     def _queue(self, job: Job) -> None:
         """Add ``job`` at the end of the queue and to the demand histogram."""
         self.state.pending[job.job_id] = job
-        key = (job.n_gpus, job.gpu_milli)
+        key = (job.n_gpus, job.gpu_milli, job.mig_profile)
         self._demand[key] = self._demand.get(key, 0) + 1
         if not self.state.scheduler_up:
             self._outage_jobs.add(job.job_id)
@@ -270,9 +311,13 @@ class Simulator:
         s = self.state
         running = s.running.pop(job_id)
         job = running.job
-        alloc, nodes, counts, speed, level, factor, staging_s, timed_out, overhead_s, _ = self._run_info.pop(job_id)
+        alloc, nodes, counts, speed, level, factor, staging_s, timed_out, overhead_s, _, reconfig_s = \
+            self._run_info.pop(job_id)
         self._change_holdings(job, alloc, nodes, counts, +1)
         start_s, interruptions = running.start_time_s, None
+        if reconfig_s:
+            paid = min(max(s.time_s - start_s - overhead_s, 0.0), reconfig_s)
+            self._reconfig_paid_s[job_id] = self._reconfig_paid_s.get(job_id, 0.0) + paid
         if s.history:
             history = s.history.pop(job_id, None)
             if history is not None:
@@ -292,7 +337,8 @@ class Simulator:
             return reason
         if self._quota is not None and self._quota.never_admits(job):
             return RejectReason.QUOTA
-        key = (job.gpu_types, job.gpu_mem_gib, job.n_gpus, job.cpu_milli_per_gpu, job.ram_mib_per_gpu, job.partition)
+        key = (job.gpu_types, job.gpu_mem_gib, job.n_gpus, job.cpu_milli_per_gpu, job.ram_mib_per_gpu, job.partition,
+               job.mig_profile)
         if key not in self._reject_cache:
             self._reject_cache[key] = self._compute_reject_reason(job)
         return self._reject_cache[key]
@@ -300,8 +346,10 @@ class Simulator:
     def _compute_reject_reason(self, job: Job) -> RejectReason | None:
         """Why ``job`` could not run even on the empty cluster, or None."""
         c = self.cluster
-        eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition)
+        eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition, job.mig_profile)
         if not eligible.any():
+            if job.mig_profile and c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition).any():
+                return RejectReason.MIG_PROFILE
             return RejectReason.NO_ELIGIBLE_GPU
         per_node = np.where(eligible, c.node_n_gpus, 0)
         if job.cpu_milli_per_gpu:
@@ -373,9 +421,22 @@ class Simulator:
             raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
         if s.down_gpus and not s.gpu_up[alloc].all():
             raise self._refuse(RefusalReason.GPU_DOWN, job_id, "a GPU of the allocation has failed")
-        if not (s.gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU
-                else s.gpu_free_milli[lo] >= job.gpu_milli):
-            raise self._refuse(RefusalReason.GPU_BUSY, job_id, f"a GPU has less than {job.gpu_milli} milli-GPU free")
+        if job.mig_profile:
+            detail = self._mig_refusal(job, lo)
+            if detail is not None:
+                raise self._refuse(RefusalReason.MIG_GEOMETRY, job_id, detail)
+        else:
+            if not (s.gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU
+                    else s.gpu_free_milli[lo] >= job.gpu_milli):
+                raise self._refuse(RefusalReason.GPU_BUSY, job_id,
+                                   f"a GPU has less than {job.gpu_milli} milli-GPU free")
+            if job.gpu_milli < MILLI_PER_GPU:
+                if self._mig and s.gpu_mig_used[lo]:
+                    raise self._refuse(RefusalReason.GPU_MODE, job_id, f"GPU {lo} holds MIG slices")
+                need = job.gpu_mem_mib
+                if need and s.gpu_free_mem_mib[lo] < need:
+                    raise self._refuse(RefusalReason.GPU_MEMORY, job_id,
+                                       f"GPU {lo} has {int(s.gpu_free_mem_mib[lo])} MiB free, the job needs {need}")
         cpu, ram = job.cpu_milli_per_gpu, job.ram_mib_per_gpu
         if cpu or ram:
             for n, k in zip(nodes, counts, strict=True):
@@ -388,11 +449,34 @@ class Simulator:
                 raise self._refuse(RefusalReason.QUOTA, job_id, detail)
         return job, alloc, nodes, counts
 
+    def _mig_refusal(self, job: Job, g: int) -> str | None:
+        """Why MIG job ``job`` cannot take an instance on GPU ``g`` now, or None."""
+        c, s, profile = self.cluster, self.state, job.mig_profile
+        geometry = int(c.gpu_mig_geometry[g])
+        if geometry == len(c.mig_types) or MIG_GEOMETRIES[c.mig_types[geometry]].profile(profile) is None:
+            return f"GPU {g} ({c.nodes[int(c.gpu_node[g])].gpu_type}) does not offer MIG profile {profile}"
+        used = int(s.gpu_mig_used[g])
+        if not used and not s.gpu_whole_free[g]:
+            return f"GPU {g} is in full mode and not empty"
+        if c.mig_table("lowest", profile)[geometry, used] < 0:
+            return f"no valid position of {profile} is free on GPU {g} (slices held: {used:08b}, slice 0 rightmost)"
+        return None
+
+    def _switch_modes(self, job: Job, alloc: GPUs) -> float:
+        """Put the (empty) GPUs of ``alloc`` in the mode ``job`` needs; the reconfiguration time it pays [s]."""
+        modes = self.state.gpu_mig_mode
+        want = job.is_mig
+        if (modes[alloc] == want).all():
+            return 0.0
+        modes[alloc] = want
+        return self.cluster.mig_reconfig_s
+
     def _allocate(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int]) -> None:
         s = self.state
+        reconfig_s = self._switch_modes(job, alloc) if self._mig else 0.0
         self._change_holdings(job, alloc, nodes, counts, -1)
         del s.pending[job.job_id]
-        key = (job.n_gpus, job.gpu_milli)
+        key = (job.n_gpus, job.gpu_milli, job.mig_profile)
         left = self._demand[key] - 1
         if left:
             self._demand[key] = left
@@ -406,6 +490,8 @@ class Simulator:
         else:  # a restart: pay the overhead, then redo only the work since the last checkpoint
             overhead_s = self.dynamics.restart_overhead_s
             run_s = overhead_s + max(job.runtime_s - history.done_work_s, 0.0) / speed * factor + staging_s
+        if reconfig_s:
+            run_s += reconfig_s
         timed_out = self.runtime.kill_at_walltime and run_s > job.runtime_estimate_s
         if timed_out:
             run_s = job.runtime_estimate_s
@@ -413,12 +499,13 @@ class Simulator:
         s.running[job.job_id] = RunningJob(job, now, now + job.runtime_estimate_s, GpuSet.of(alloc))
         end = (now + run_s, self._seq, job.job_id)
         self._run_info[job.job_id] = (alloc, nodes, counts, speed, level, factor, staging_s, timed_out, overhead_s,
-                                      end)
+                                      end, reconfig_s)
         heapq.heappush(self._heap, end)
         self._seq += 1
 
     def _change_holdings(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int], sign: int) -> None:
-        """Take (sign -1) or give back (sign +1) the job's share of ``alloc`` and of its nodes' CPU and RAM."""
+        """Take (sign -1) or give back (sign +1) the job's share of ``alloc`` (milli-GPU, memory, MIG slices) and of
+        its nodes' CPU and RAM."""
         c, s = self.cluster, self.state
         milli = job.gpu_milli
         size = job.n_gpus
@@ -426,9 +513,21 @@ class Simulator:
         s.version += 1
         if self._quota is not None:
             self._quota.change(job, -sign)
+        mem_mib = job.gpu_mem_mib
+        if job.mig_profile:  # one GPU; the instance goes to the lowest free valid position of its profile
+            g = int(alloc[0])
+            if sign < 0:
+                mask = int(c.mig_table("mask", job.mig_profile)[c.gpu_mig_geometry[g], s.gpu_mig_used[g]])
+                s.mig_slices[job.job_id] = (g, mask)
+                s.gpu_mig_used[g] |= mask
+            else:
+                mask = s.mig_slices.pop(job.job_id)[1]
+                s.gpu_mig_used[g] &= ~mask & 0xFF
+            mem_mib = int(c.gpu_memory_mib[g]) * mask.bit_count() // MEMORY_SLICES
         if milli == MILLI_PER_GPU:  # whole GPUs are held exclusively: they go from all free to none and back
             s.gpu_free_milli[alloc] = 0 if sign < 0 else MILLI_PER_GPU
             s.gpu_whole_free[alloc] = sign > 0
+            s.gpu_free_mem_mib[alloc] = 0 if sign < 0 else c.gpu_memory_mib[alloc]
             s.free_gpus += sign * size
             if len(nodes) == 1:
                 s.node_free_gpus[nodes[0]] += sign * size
@@ -439,6 +538,8 @@ class Simulator:
             before = int(s.gpu_free_milli[g])
             after = before + sign * milli
             s.gpu_free_milli[g] = after
+            if mem_mib:
+                s.gpu_free_mem_mib[g] += sign * mem_mib
             self._partial_free_milli += _partial(after) - _partial(before)
             if before == MILLI_PER_GPU or after == MILLI_PER_GPU:
                 s.gpu_whole_free[g] = after == MILLI_PER_GPU
@@ -525,6 +626,7 @@ class Simulator:
         s.gpu_up[gpus] = up
         s.gpu_free_milli[gpus] = MILLI_PER_GPU if up else 0
         s.gpu_whole_free[gpus] = up
+        s.gpu_free_mem_mib[gpus] = self.cluster.gpu_memory_mib[gpus] if up else 0
         np.add.at(s.node_free_gpus, self.cluster.gpu_node[gpus], sign)
         s.free_gpus += sign * gpus.size
         s.down_gpus -= sign * gpus.size
@@ -537,7 +639,8 @@ class Simulator:
         s = self.state
         running = s.running.pop(job_id)
         job = running.job
-        alloc, nodes, counts, speed, level, factor, staging_s, _, overhead_s, end = self._run_info.pop(job_id)
+        alloc, nodes, counts, speed, level, factor, staging_s, _, overhead_s, end, reconfig_s = \
+            self._run_info.pop(job_id)
         self._heap.remove(end)
         heapq.heapify(self._heap)
         self._change_holdings(job, alloc, nodes, counts, +1)
@@ -547,7 +650,10 @@ class Simulator:
             history = s.history[job_id] = JobHistory(first_start_s=running.start_time_s)
         elapsed = now - running.start_time_s
         paid = min(elapsed, overhead_s)
-        computing = max(0.0, elapsed - overhead_s - staging_s)
+        if reconfig_s:
+            self._reconfig_paid_s[job_id] = (self._reconfig_paid_s.get(job_id, 0.0)
+                                             + min(max(elapsed - overhead_s, 0.0), reconfig_s))
+        computing = max(0.0, elapsed - overhead_s - reconfig_s - staging_s)
         kept = job.checkpointed_s(computing)
         share = job.gpu_share
         lost = share * (computing - kept)  # staging is not lost: the dataset stays in the nodes' caches

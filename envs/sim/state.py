@@ -58,13 +58,18 @@ class SimState:
     resources: ``gpu_free_milli`` per GPU [milli-GPU], ``gpu_whole_free`` (the GPU is entirely free),
     ``node_free_gpus`` (entirely free GPUs per node), ``node_free_cpu`` [milli-cores] and ``node_free_ram`` [MiB]
     per node, ``free_gpus`` in the cluster; a failed GPU (``gpu_up`` False, or its node's ``node_up``) has no free
-    share. ``history`` holds the earlier runs of every interrupted job still pending or running. ``version`` is
-    bumped whenever the holdings change, so that views can memoize arrays derived from them.
+    share. GPU memory and MIG: ``gpu_free_mem_mib`` per GPU [MiB] (a whole-GPU job holds all of it, a fractional job
+    its ``gpu_mem_mib``, a MIG instance its memory slices' part, ``capacity × size // 8``), ``gpu_mig_used`` the
+    8-bit occupancy mask of MIG memory slices per GPU, ``gpu_mig_mode`` True for a GPU in MIG mode, ``mig_slices``
+    (GPU, occupancy mask) of every running MIG job. ``history`` holds the earlier runs of every interrupted job
+    still pending or running. ``version`` is bumped whenever the holdings change, so that views can memoize arrays
+    derived from them.
     """
 
-    __slots__ = ("all_nodes_up", "caches", "cluster", "down_gpus", "free_gpus", "gpu_free_milli", "gpu_up",
-                 "gpu_whole_free", "history", "n_jobs", "next_arrival", "node_free_cpu", "node_free_gpus",
-                 "node_free_ram", "node_up", "pending", "records", "running", "scheduler_up", "time_s", "version")
+    __slots__ = ("all_nodes_up", "caches", "cluster", "down_gpus", "free_gpus", "gpu_free_mem_mib", "gpu_free_milli",
+                 "gpu_mig_mode", "gpu_mig_used", "gpu_up", "gpu_whole_free", "history", "mig_slices", "n_jobs",
+                 "next_arrival", "node_free_cpu", "node_free_gpus", "node_free_ram", "node_up", "pending", "records",
+                 "running", "scheduler_up", "time_s", "version")
 
     def __init__(self, cluster: ClusterSpec, start_time_s: float, n_jobs: int) -> None:
         self.cluster = cluster
@@ -76,6 +81,10 @@ class SimState:
         self.records: list[JobRecord] = []  # ended jobs, in end order
         self.gpu_free_milli = np.full(cluster.n_gpus, MILLI_PER_GPU, dtype=np.int64)
         self.gpu_whole_free = np.ones(cluster.n_gpus, dtype=bool)
+        self.gpu_free_mem_mib = cluster.gpu_memory_mib.copy()
+        self.gpu_mig_used = np.zeros(cluster.n_gpus, dtype=np.uint8)
+        self.gpu_mig_mode = cluster.gpu_mig_initial.copy()
+        self.mig_slices: dict[int, tuple[int, int]] = {}  # job id -> (GPU, occupancy mask) of running MIG jobs
         self.node_free_gpus = cluster.node_n_gpus.copy()
         self.node_free_cpu = cluster.node_cpu_milli.copy()
         self.node_free_ram = cluster.node_ram_mib.copy()

@@ -21,9 +21,9 @@ class View:
     Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
     """
 
-    __slots__ = ("_memo", "_memo_version", "_quota", "_state", "cluster", "gpu_free_milli", "gpu_up", "gpu_whole_free",
-                 "history", "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending",
-                 "running")
+    __slots__ = ("_memo", "_memo_version", "_quota", "_state", "cluster", "gpu_free_mem_mib", "gpu_free_milli",
+                 "gpu_mig_mode", "gpu_mig_used", "gpu_up", "gpu_whole_free", "history", "mig_slices",
+                 "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending", "running")
 
     def __init__(self, state: SimState, quota: QuotaLedger | None = None) -> None:
         self._state = state
@@ -35,6 +35,10 @@ class View:
         self.running: Mapping[int, RunningJob] = MappingProxyType(state.running)
         self.gpu_free_milli: np.ndarray = _read_only(state.gpu_free_milli)  # free share per GPU [milli-GPU]
         self.gpu_whole_free: np.ndarray = _read_only(state.gpu_whole_free)  # GPU is entirely free
+        self.gpu_free_mem_mib: np.ndarray = _read_only(state.gpu_free_mem_mib)  # free memory per GPU [MiB]
+        self.gpu_mig_used: np.ndarray = _read_only(state.gpu_mig_used)  # MIG memory slices held (8-bit mask)
+        self.gpu_mig_mode: np.ndarray = _read_only(state.gpu_mig_mode)  # GPU is in MIG mode (else full mode)
+        self.mig_slices: Mapping[int, tuple[int, int]] = MappingProxyType(state.mig_slices)  # job -> (GPU, mask)
         self.node_free_gpus: np.ndarray = _read_only(state.node_free_gpus)  # fully free GPUs per node
         self.node_free_cpu_milli: np.ndarray = _read_only(state.node_free_cpu)  # [milli-cores]
         self.node_free_ram_mib: np.ndarray = _read_only(state.node_free_ram)  # [MiB]

@@ -30,8 +30,8 @@ islands, racks, partitions (their node sets; tiers order only the heuristics), t
 topology, the "full" runtime model without dataset staging (no job reads a dataset) or the "rigid" one, CPU and RAM
 needs that never bind (every node can feed all its GPUs) with one CPU need per GPU for all jobs, nodes of up to 16
 GPUs, and the free or work-conserving Wait of GPUClusterEnv. Outside it (quotas, fractional GPUs, datasets with
-staging, binding CPU or RAM, failures and outages, preemption, backfill_assist, per-job type speeds, other
-placement rules) it raises ConfigError."""
+staging, binding CPU or RAM, failures and outages, preemption, backfill_assist, per-job type speeds, MIG instances
+and GPUs that start in MIG mode, other placement rules) it raises ConfigError."""
 
 VEC_RULES = ("pack", "spread", "topology")
 """The placement rules the batched engine vectorizes."""
@@ -55,7 +55,9 @@ def check_config(config: EnvConfig) -> None:
 def check_job(job: Job, cluster: ClusterSpec, runtime: RuntimeConfig, where: str) -> None:
     """Raise :class:`ConfigError` when ``job`` is outside the supported subset (``where`` names its workload)."""
     what = None
-    if job.is_fractional:
+    if job.mig_profile:
+        what = f"asks for a MIG instance ({job.mig_profile})"
+    elif job.is_fractional:
         what = f"takes {job.gpu_milli} milli-GPU (fractional GPUs)"
     elif runtime.use_staging and job.dataset_gib > 0:
         what = "reads a dataset, whose staging the batched engine does not simulate (use the rigid runtime model)"
@@ -80,6 +82,9 @@ class WorkloadPool:
             raise ConfigError("batched engine: the workload pool is empty")
         if cluster.governance.quotas.active:
             raise ConfigError(f"cluster {cluster.name!r}: quotas are outside the batched engine's subset")
+        if cluster.gpu_mig_initial.any() and cluster.mig_reconfig_s > 0:
+            raise ConfigError(f"cluster {cluster.name!r}: GPUs in MIG mode (whose switch to full mode costs "
+                              "mig_reconfig_s) are outside the batched engine's subset")
         tables: list[list[Job]] = []
         reject_times: list[list[float]] = [[] for _ in workloads]  # submit times of the jobs rejected at submission
         eligible_sets: dict[tuple[frozenset[str], float, str], int] = {}
