@@ -44,7 +44,7 @@ __all__ = [
 
 SECONDS_PER_DAY = 86400.0
 _STREAMS = ("arrivals", "gpus", "runtime", "estimates", "constraints", "users", "data", "checkpoints", "priorities",
-            "partitions")  # appended streams leave the earlier ones' draws unchanged (SeedSequence children)
+            "partitions", "mig")  # appended streams leave the earlier ones' draws unchanged (SeedSequence children)
 
 
 def preset_names() -> list[str]:
@@ -209,6 +209,13 @@ def generate(config: SyntheticConfig, seed: int, capacity_gpus: int) -> Workload
     klass = rng.choice(len(classes), size=n, p=[c.share for c in classes])
     preemptible = rng.random(n) < np.array([c.preemptible_share for c in classes])[klass]
 
+    mig = np.full(n, -1)
+    if gpus.mig_share > 0:  # its own stream: without MIG the other draws are what they always were
+        rng = rngs["mig"]
+        asks = (n_gpus == 1) & (rng.random(n) < gpus.mig_share)
+        mig = np.where(asks, rng.choice(len(gpus.mig_profiles), size=n, p=gpus.mig_probs), -1)
+        milli = np.where(asks, MILLI_PER_GPU, milli)
+
     mix = config.partitions
     partition = (rngs["partitions"].choice(len(mix.names), size=n, p=mix.shares) if mix.names
                  else np.zeros(n, dtype=np.int64))
@@ -224,7 +231,7 @@ def generate(config: SyntheticConfig, seed: int, capacity_gpus: int) -> Workload
             n_gpus=int(n_gpus[i]),
             gpu_milli=int(milli[i]),
             gpu_types=typed_set if typed[i] else frozenset(),
-            gpu_mem_gib=float(mem_gib[i]),
+            gpu_mem_gib=0.0 if mig[i] >= 0 else float(mem_gib[i]),  # a MIG instance's memory is its profile's
             cpu_milli_per_gpu=cons.cpu_milli_per_gpu,
             ram_mib_per_gpu=cons.ram_mib_per_gpu,
             user=f"user{user[i]:03d}",
@@ -237,6 +244,7 @@ def generate(config: SyntheticConfig, seed: int, capacity_gpus: int) -> Workload
             dataset_gib=float(pool_gib[dataset[i]]) if has_data[i] else 0.0,
             checkpoint_interval_s=float(checkpoint_s[i]),
             partition=names[partition[i]],
+            mig_profile=gpus.mig_profiles[mig[i]] if mig[i] >= 0 else "",
         )
         for i in range(n)
     ]

@@ -135,9 +135,19 @@ class GpuDemandConfig:
     fractional_probs: tuple[float, ...] = (0.5, 0.5)  # their probabilities
     comm_alpha_per_doubling: float = 2.0  # Beta α per doubling of the GPU count [dimensionless]
     comm_beta: float = 3.0  # Beta β [dimensionless]
+    mig_share: float = 0.0  # share of 1-GPU jobs asking for a MIG instance instead (drawn before the fractional share)
+    mig_profiles: tuple[str, ...] = ()  # MIG profiles, e.g. 1g.5gb, 3g.20gb (envs.core.mig)
+    mig_probs: tuple[float, ...] = ()  # their probabilities
 
     def __post_init__(self) -> None:
         _choice(self, "counts", "probs")
+        _probability(self, "mig_share")
+        _require(len(self.mig_profiles) == len(self.mig_probs), "gpus.mig_probs", "needs one per profile",
+                 self.mig_probs)
+        if self.mig_share > 0:
+            _require(bool(self.mig_profiles) and all(p >= 0 for p in self.mig_probs)
+                     and math.isclose(sum(self.mig_probs), 1.0, abs_tol=1e-6), "gpus.mig_probs",
+                     "need profiles with probabilities >= 0 summing to 1 when mig_share > 0", self.mig_probs)
         _require(len(set(self.counts)) == len(self.counts), "gpus.counts", "must not repeat a count", self.counts)
         _probability(self, "fractional_share")
         _choice(self, "fractional_milli", "fractional_probs")
