@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from baselines.orders import Order
+from baselines.shapes import ShapeMemo
 from envs.core.job import Job
 from envs.sim.policy import WAIT, Action, Start
 from envs.sim.profile import AvailabilityProfile, easy_backfill
@@ -61,18 +62,19 @@ class Scheduler:
             return WAIT
         if self.backfill == "conservative":
             return self._conservative(view, queue)
+        placed = ShapeMemo(self.rule, view)  # jobs of one shape get one answer at this state
         if self.backfill == "greedy":
-            return next((Start(job.job_id, gpus) for job in queue if (gpus := self.rule(view, job)) is not None), WAIT)
+            return next((Start(job.job_id, gpus) for job in queue if (gpus := placed.place(job)) is not None), WAIT)
         head = queue[0]
-        gpus = self.rule(view, head)
+        gpus = placed.place(head)
         if gpus is not None:
             return Start(head.job_id, gpus)
         if self.backfill == "none":
             return WAIT
-        return self._easy(view, head, queue[1:])
+        return self._easy(view, head, queue[1:], placed)
 
-    def _easy(self, view: View, head: Job, rest: list[Job]) -> Action:
-        shadow_s, job, gpus = easy_backfill(view, head, rest, self.rule)
+    def _easy(self, view: View, head: Job, rest: list[Job], rule: ShapeMemo) -> Action:
+        shadow_s, job, gpus = easy_backfill(view, head, rest, rule)
         if shadow_s is not None:
             self.reservations.setdefault(head.job_id, shadow_s)
         return WAIT if job is None else Start(job.job_id, gpus)

@@ -1,0 +1,57 @@
+"""Placement answers shared by jobs of one shape: a scheduler that scans a long queue asks its placement rule the same
+question for many jobs that differ only in id, times, user or priority (SPEC §10: no per-decision work that grows
+with the queue times the cluster).
+
+The basic rules (first-fit, pack, spread, topology) read only a job's resource shape (:func:`shape_key`), so at one
+state of the resources every job of that shape gets the same GPUs, or None. :class:`ShapeMemo` remembers the answers
+for one state; :class:`~baselines.backfill.Scheduler` makes one per decision (the live view) and passes it on as the
+rule, so EASY's scan of the queue asks the rule once per shape at the view and afresh at every projected state.
+The other rules (locality reads the dataset, fragmentation whether the job is pending, a user's rule anything) are
+asked every time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from envs.core.job import Job
+from envs.placement import first_fit, pack, spread, topology
+from envs.sim.view import PlacementRule
+
+SHAPE_RULES: frozenset[PlacementRule] = frozenset({first_fit, pack, spread, topology})
+"""The rules whose answer depends on the state and the job's :func:`shape_key` alone."""
+
+
+def shape_key(job: Job) -> tuple:
+    """What the basic placement rules read of a job: GPUs, share, types, memory, CPU and RAM per GPU, partition and
+    MIG profile."""
+    return (job.n_gpus, job.gpu_milli, job.gpu_types, job.gpu_mem_gib, job.cpu_milli_per_gpu, job.ram_mib_per_gpu,
+            job.partition, job.mig_profile)
+
+
+class ShapeMemo:
+    """``rule`` at one fixed state, its answers remembered per job shape when the rule reads nothing else
+    (:data:`SHAPE_RULES`; a rule object may name its own key function as ``shape_of``)."""
+
+    __slots__ = ("_answers", "_key", "rule", "state")
+
+    def __init__(self, rule: PlacementRule, state: Any) -> None:
+        self.rule, self.state = rule, state
+        self._key = getattr(rule, "shape_of", shape_key if rule in SHAPE_RULES else None)
+        self._answers: dict[tuple, np.ndarray | None] = {}
+
+    def place(self, job: Job) -> np.ndarray | None:
+        """The rule's GPUs for ``job`` at the state, or None when it does not fit."""
+        if self._key is None:
+            return self.rule(self.state, job)
+        key = self._key(job)
+        if key in self._answers:
+            return self._answers[key]
+        gpus = self._answers[key] = self.rule(self.state, job)
+        return gpus
+
+    def __call__(self, state: Any, job: Job) -> np.ndarray | None:
+        """As a placement rule: remembered at the fixed state, asked afresh at any other."""
+        return self.place(job) if state is self.state else self.rule(state, job)
