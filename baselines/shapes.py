@@ -18,17 +18,11 @@ import numpy as np
 
 from envs.core.job import Job
 from envs.placement import first_fit, pack, spread, topology
+from envs.placement.basic import shape_key
 from envs.sim.view import PlacementRule
 
 SHAPE_RULES: frozenset[PlacementRule] = frozenset({first_fit, pack, spread, topology})
 """The rules whose answer depends on the state and the job's :func:`shape_key` alone."""
-
-
-def shape_key(job: Job) -> tuple:
-    """What the basic placement rules read of a job: GPUs, share, types, memory, CPU and RAM per GPU, partition and
-    MIG profile."""
-    return (job.n_gpus, job.gpu_milli, job.gpu_types, job.gpu_mem_gib, job.cpu_milli_per_gpu, job.ram_mib_per_gpu,
-            job.partition, job.mig_profile)
 
 
 class ShapeMemo:

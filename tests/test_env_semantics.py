@@ -65,7 +65,8 @@ def check_mask_against_simulator(env, mask: np.ndarray) -> None:
     ("gpusched/GPUCluster-BackfillAssisted-v0", {}), ("gpusched/GPUCluster-v0", {"work_conserving": True}),
     ("gpusched/GPUCluster-Preemptive-v0", {"scenario": "high", "work_conserving": True}),
     ("gpusched/GPUCluster-Preemptive-v0", {"cluster": "tiny", "workload": "small", "scenario": "flaky"}),
-    ("gpusched/GPUCluster-v0", {"cluster": "tiny-governed", "workload": "small"})])
+    ("gpusched/GPUCluster-v0", {"cluster": "tiny-governed", "workload": "small"}),
+    ("gpusched/GPUCluster-v0", {"cluster": "mig-a100", "workload": "mig"})])
 def test_masks_agree_with_the_simulator_on_random_states(env_id, kwargs):
     env = gym.make(env_id, episode_jobs=40, **kwargs)
     rng = np.random.default_rng(0)

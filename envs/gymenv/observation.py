@@ -22,6 +22,7 @@ from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.job import Job
 from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
 from envs.gymenv.config import EnvConfig
+from envs.placement.basic import shape_key
 from envs.sim.state import RunningJob
 from envs.sim.view import PlacementRule, View
 
@@ -128,8 +129,7 @@ class ObservationEncoder:
             if quotas and not view.admits(job):  # a quota refuses it now: no rule may start it
                 plans.append([None] * len(self.rules))
                 continue
-            key = (job.n_gpus, job.gpu_milli, job.gpu_types, job.gpu_mem_gib, job.partition, job.cpu_milli_per_gpu,
-                   job.ram_mib_per_gpu, job.dataset_id)  # the dataset matters to the locality rule
+            key = (*shape_key(job), job.dataset_id)  # the dataset matters to the locality rule
             plan = cache.get(key)
             if plan is None:
                 first = self.rules[0](view, job) if view.scheduler_up else None

@@ -39,6 +39,13 @@ from envs.placement.feasibility import (
 from envs.sim.view import View
 
 
+def shape_key(job: Job) -> tuple:
+    """What the basic rules (first-fit, pack, spread, topology) read of a job: GPUs, share, types, memory, CPU and
+    RAM per GPU, partition and MIG profile. At one state, jobs of one shape get the same GPUs from each of them."""
+    return (job.n_gpus, job.gpu_milli, job.gpu_types, job.gpu_mem_gib, job.cpu_milli_per_gpu, job.ram_mib_per_gpu,
+            job.partition, job.mig_profile)
+
+
 def first_fit(view: View, job: Job) -> np.ndarray | None:
     """The first node (in index order) that can host the whole job; if none can, the first free GPUs across nodes.
 
