@@ -36,26 +36,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from envs.core.admission import partition_reject_reason
+from envs.core.admission import capacity_reject_reason, partition_reject_reason
 from envs.core.allocation import GpuSet
 from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.dynamics import STATIC, DynamicsConfig
 from envs.core.errors import ActionRefused, ConfigError, SimulationStalled
 from envs.core.job import Job, JobState, RefusalReason, RejectReason
 from envs.core.joblog import JobLog, JobRecord, TopologyLevel
-from envs.core.mig import MEMORY_SLICES, MIG_GEOMETRIES, share_milli
 from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
-from envs.sim.dynamics import FAIL, OUTAGE_END, OUTAGE_START, REPAIR, TIMER, Event, Timeline
+from envs.sim.dynamics import TIMER, Event, Timeline
+from envs.sim.holdings import GPUs, Holdings
+from envs.sim.interruptions import Interruptions
 from envs.sim.quota import QuotaLedger
-from envs.sim.state import JobHistory, RunningJob, SimState
+from envs.sim.state import RunningJob, SimState
 from envs.sim.view import View
 from envs.workload.table import Workload
 
-GPUs = np.ndarray | slice
-"""Ascending global GPU indices of an allocation: an index array, or a slice for a contiguous range."""
 
-
-class Simulator:
+class Simulator(Interruptions):
     """One run of a workload on a cluster, driven one action at a time.
 
     ``reset()`` (called by the constructor) moves to the first decision point. Then, while not ``done``, call
@@ -89,19 +87,16 @@ class Simulator:
         sizes = (self.cluster.n_gpus, self.cluster.n_nodes) if self._timeline else (0, 0)
         self._down_count = np.zeros(sizes[0], dtype=np.int32)  # failures in progress per GPU
         self._node_down = np.zeros(sizes[1], dtype=np.int32)  # node failures in progress per node
-        self._down_milli = 0  # Σ capacity of failed GPUs [milli-GPU]
         self._down_milli_s = 0.0
         self._outage_depth = 0  # outages in progress (windows may overlap)
         self._downtime_s = 0.0
         self._outage_jobs: set[int] = set()  # jobs pending at some moment while the scheduler was down
         self._demand: dict[tuple[int, int, str], int] = {}  # (n_gpus, gpu_milli, mig_profile) -> pending jobs
-        self._alloc_milli = 0  # Σ allocated milli-GPU
-        self._partial_free_milli = 0  # Σ free milli-GPU on GPUs that are partly in use
         self._busy_milli_s = 0.0
         self._idle_pending_milli_s = 0.0
         self._frag_milli_s = 0.0
         self._pending_job_s = 0.0  # ∫ number of pending jobs dt: the total wait so far [job-seconds]
-        self._mig = self.cluster.has_mig
+        self._holdings = Holdings(self.cluster, self.state)
         self._reconfig_paid_s: dict[int, float] = {}  # job id -> MIG mode-switch time paid over its runs so far [s]
         quotas = self.cluster.governance.quotas
         self._quota = QuotaLedger(quotas) if quotas.active else None
@@ -237,60 +232,20 @@ class Simulator:
         s = self.state
         dt = t - s.time_s
         if dt > 0:
-            self._busy_milli_s += self._alloc_milli * dt
+            books = self._holdings
+            self._busy_milli_s += books.alloc_milli * dt
             if s.pending:
                 self._pending_job_s += len(s.pending) * dt
-                self._idle_pending_milli_s += (self.cluster.n_gpus * MILLI_PER_GPU - self._alloc_milli
-                                               - self._down_milli) * dt
-                self._frag_milli_s += self._fragmented_milli() * dt
+                self._idle_pending_milli_s += (self.cluster.n_gpus * MILLI_PER_GPU - books.alloc_milli
+                                               - books.down_milli) * dt
+                self._frag_milli_s += books.fragmented_milli(min(self._demand)) * dt
             if self._quota is not None:
                 self._quota.integrate(dt)
             if self._timeline is not None:
-                self._down_milli_s += self._down_milli * dt
+                self._down_milli_s += self._holdings.down_milli * dt
                 if not s.scheduler_up:
                     self._downtime_s += dt
         s.time_s = t
-
-    def _fragmented_milli(self) -> float:
-        """Idle milli-GPU that cannot host the smallest pending request (fewest GPUs, then smallest share).
-
-        For a fractional request of m milli-GPU: the free share of every GPU with less than m free. For n whole
-        GPUs: every partly used GPU's free share, plus the free GPUs of each node holding fewer than min(n, node
-        size) free GPUs (a node smaller than the job can join a gang only when it is entirely free). Types, CPU and
-        health are not considered: this is the cluster-shape measure of SPEC §7.
-
-        MIG (requests ordered by (GPUs, share, profile name)): a GPU holding MIG slices can host only MIG jobs, and a
-        partly used GPU in full mode only ordinary ones. For a smallest request of profile P: the free share of every
-        partly used full-mode GPU, plus on every GPU holding slices its free compute slices that no free valid
-        position of P covers (``share_milli(k)`` for k slices; all of them where its type lacks P). For an ordinary
-        request, a GPU holding slices counts with all its free share.
-        """
-        n, milli, profile = min(self._demand)
-        if self._mig and (profile or self.state.mig_slices):
-            return self._fragmented_mig_milli(n, milli, profile)
-        if milli < MILLI_PER_GPU:
-            free = self.state.gpu_free_milli
-            return float(free[(free > 0) & (free < milli)].sum())
-        free_gpus = self.state.node_free_gpus
-        stranded = free_gpus < np.minimum(n, self.cluster.node_n_gpus)
-        return self._partial_free_milli + MILLI_PER_GPU * float(free_gpus[stranded].sum())
-
-    def _fragmented_mig_milli(self, n: int, milli: int, profile: str) -> float:
-        c, s = self.cluster, self.state
-        free, used = s.gpu_free_milli, s.gpu_mig_used
-        sliced = used != 0
-        if profile:
-            total = int(free[(free > 0) & (free < MILLI_PER_GPU) & ~sliced].sum())
-            gpus = sliced.nonzero()[0]
-            if gpus.size:
-                stranded = c.mig_table("stranded", profile)[c.gpu_mig_geometry[gpus], used[gpus]]
-                total += int(share_milli(stranded).sum())
-            return float(total)
-        if milli < MILLI_PER_GPU:
-            return float(free[(free > 0) & (free < milli) & ~sliced].sum() + free[sliced].sum())
-        free_gpus = s.node_free_gpus
-        stranded_nodes = free_gpus < np.minimum(n, c.node_n_gpus)
-        return self._partial_free_milli + MILLI_PER_GPU * float(free_gpus[stranded_nodes].sum())
 
     def _arrive(self, job: Job) -> None:
         reason = self._reject_reason(job)
@@ -313,7 +268,7 @@ class Simulator:
         job = running.job
         alloc, nodes, counts, speed, level, factor, staging_s, timed_out, overhead_s, _, reconfig_s = \
             self._run_info.pop(job_id)
-        self._change_holdings(job, alloc, nodes, counts, +1)
+        self._hold(job, alloc, nodes, counts, +1)
         start_s, interruptions = running.start_time_s, None
         if reconfig_s:
             paid = min(max(s.time_s - start_s - overhead_s, 0.0), reconfig_s)
@@ -340,29 +295,8 @@ class Simulator:
         key = (job.gpu_types, job.gpu_mem_gib, job.n_gpus, job.cpu_milli_per_gpu, job.ram_mib_per_gpu, job.partition,
                job.mig_profile)
         if key not in self._reject_cache:
-            self._reject_cache[key] = self._compute_reject_reason(job)
+            self._reject_cache[key] = capacity_reject_reason(self.cluster, job)
         return self._reject_cache[key]
-
-    def _compute_reject_reason(self, job: Job) -> RejectReason | None:
-        """Why ``job`` could not run even on the empty cluster, or None."""
-        c = self.cluster
-        eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition, job.mig_profile)
-        if not eligible.any():
-            if job.mig_profile and c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition).any():
-                return RejectReason.MIG_PROFILE
-            return RejectReason.NO_ELIGIBLE_GPU
-        per_node = np.where(eligible, c.node_n_gpus, 0)
-        if job.cpu_milli_per_gpu:
-            per_node = np.where(c.cpu_modelled, np.minimum(per_node, c.node_cpu_milli // job.cpu_milli_per_gpu),
-                                per_node)
-        if job.ram_mib_per_gpu:
-            per_node = np.where(c.ram_modelled, np.minimum(per_node, c.node_ram_mib // job.ram_mib_per_gpu),
-                                per_node)
-        if per_node.sum() >= job.n_gpus:
-            return None
-        if np.where(eligible, c.node_n_gpus, 0).sum() >= job.n_gpus:  # enough GPUs, but not their CPU or RAM
-            return RejectReason.CPU_RAM
-        return RejectReason.TOO_MANY_GPUS
 
     # ---- starting and releasing ---------------------------------------------------------------------------------
     def _refuse(self, reason: RefusalReason, job_id: int, detail: str, verb: str = "start") -> ActionRefused:
@@ -421,60 +355,19 @@ class Simulator:
             raise self._refuse(RefusalReason.NODE_DOWN, job_id, "a node of the allocation is down")
         if s.down_gpus and not s.gpu_up[alloc].all():
             raise self._refuse(RefusalReason.GPU_DOWN, job_id, "a GPU of the allocation has failed")
-        if job.mig_profile:
-            detail = self._mig_refusal(job, lo)
-            if detail is not None:
-                raise self._refuse(RefusalReason.MIG_GEOMETRY, job_id, detail)
-        else:
-            if not (s.gpu_whole_free[alloc].all() if job.gpu_milli == MILLI_PER_GPU
-                    else s.gpu_free_milli[lo] >= job.gpu_milli):
-                raise self._refuse(RefusalReason.GPU_BUSY, job_id,
-                                   f"a GPU has less than {job.gpu_milli} milli-GPU free")
-            if job.gpu_milli < MILLI_PER_GPU:
-                if self._mig and s.gpu_mig_used[lo]:
-                    raise self._refuse(RefusalReason.GPU_MODE, job_id, f"GPU {lo} holds MIG slices")
-                need = job.gpu_mem_mib
-                if need and s.gpu_free_mem_mib[lo] < need:
-                    raise self._refuse(RefusalReason.GPU_MEMORY, job_id,
-                                       f"GPU {lo} has {int(s.gpu_free_mem_mib[lo])} MiB free, the job needs {need}")
-        cpu, ram = job.cpu_milli_per_gpu, job.ram_mib_per_gpu
-        if cpu or ram:
-            for n, k in zip(nodes, counts, strict=True):
-                if (c.cpu_modelled[n] and s.node_free_cpu[n] < k * cpu) or (
-                        c.ram_modelled[n] and s.node_free_ram[n] < k * ram):
-                    raise self._refuse(RefusalReason.CPU_RAM, job_id, f"node {n} has too little free CPU or RAM")
+        refused = self._holdings.refusal(job, alloc, lo, nodes, counts)
+        if refused is not None:
+            raise self._refuse(refused[0], job_id, refused[1])
         if self._quota is not None:
             detail = self._quota.refusal(job)
             if detail is not None:
                 raise self._refuse(RefusalReason.QUOTA, job_id, detail)
         return job, alloc, nodes, counts
 
-    def _mig_refusal(self, job: Job, g: int) -> str | None:
-        """Why MIG job ``job`` cannot take an instance on GPU ``g`` now, or None."""
-        c, s, profile = self.cluster, self.state, job.mig_profile
-        geometry = int(c.gpu_mig_geometry[g])
-        if geometry == len(c.mig_types) or MIG_GEOMETRIES[c.mig_types[geometry]].profile(profile) is None:
-            return f"GPU {g} ({c.nodes[int(c.gpu_node[g])].gpu_type}) does not offer MIG profile {profile}"
-        used = int(s.gpu_mig_used[g])
-        if not used and not s.gpu_whole_free[g]:
-            return f"GPU {g} is in full mode and not empty"
-        if c.mig_table("lowest", profile)[geometry, used] < 0:
-            return f"no valid position of {profile} is free on GPU {g} (slices held: {used:08b}, slice 0 rightmost)"
-        return None
-
-    def _switch_modes(self, job: Job, alloc: GPUs) -> float:
-        """Put the (empty) GPUs of ``alloc`` in the mode ``job`` needs; the reconfiguration time it pays [s]."""
-        modes = self.state.gpu_mig_mode
-        want = job.is_mig
-        if (modes[alloc] == want).all():
-            return 0.0
-        modes[alloc] = want
-        return self.cluster.mig_reconfig_s
-
     def _allocate(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int]) -> None:
         s = self.state
-        reconfig_s = self._switch_modes(job, alloc) if self._mig else 0.0
-        self._change_holdings(job, alloc, nodes, counts, -1)
+        reconfig_s = self._holdings.switch_modes(job, alloc)
+        self._hold(job, alloc, nodes, counts, -1)
         del s.pending[job.job_id]
         key = (job.n_gpus, job.gpu_milli, job.mig_profile)
         left = self._demand[key] - 1
@@ -503,191 +396,11 @@ class Simulator:
         heapq.heappush(self._heap, end)
         self._seq += 1
 
-    def _change_holdings(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int], sign: int) -> None:
-        """Take (sign -1) or give back (sign +1) the job's share of ``alloc`` (milli-GPU, memory, MIG slices) and of
-        its nodes' CPU and RAM."""
-        c, s = self.cluster, self.state
-        milli = job.gpu_milli
-        size = job.n_gpus
-        self._alloc_milli -= sign * milli * size
-        s.version += 1
+    def _hold(self, job: Job, alloc: GPUs, nodes: list[int], counts: list[int], sign: int) -> None:
+        """Take (sign -1) or give back (sign +1) the job's resources, and its quota."""
+        self._holdings.change(job, alloc, nodes, counts, sign)
         if self._quota is not None:
             self._quota.change(job, -sign)
-        mem_mib = job.gpu_mem_mib
-        if job.mig_profile:  # one GPU; the instance goes to the lowest free valid position of its profile
-            g = int(alloc[0])
-            if sign < 0:
-                mask = int(c.mig_table("mask", job.mig_profile)[c.gpu_mig_geometry[g], s.gpu_mig_used[g]])
-                s.mig_slices[job.job_id] = (g, mask)
-                s.gpu_mig_used[g] |= mask
-            else:
-                mask = s.mig_slices.pop(job.job_id)[1]
-                s.gpu_mig_used[g] &= ~mask & 0xFF
-            mem_mib = int(c.gpu_memory_mib[g]) * mask.bit_count() // MEMORY_SLICES
-        if milli == MILLI_PER_GPU:  # whole GPUs are held exclusively: they go from all free to none and back
-            s.gpu_free_milli[alloc] = 0 if sign < 0 else MILLI_PER_GPU
-            s.gpu_whole_free[alloc] = sign > 0
-            s.gpu_free_mem_mib[alloc] = 0 if sign < 0 else c.gpu_memory_mib[alloc]
-            s.free_gpus += sign * size
-            if len(nodes) == 1:
-                s.node_free_gpus[nodes[0]] += sign * size
-            else:
-                s.node_free_gpus[nodes] += sign * np.array(counts)
-        else:
-            g = int(alloc[0])  # a fractional job holds one GPU, given as an index array
-            before = int(s.gpu_free_milli[g])
-            after = before + sign * milli
-            s.gpu_free_milli[g] = after
-            if mem_mib:
-                s.gpu_free_mem_mib[g] += sign * mem_mib
-            self._partial_free_milli += _partial(after) - _partial(before)
-            if before == MILLI_PER_GPU or after == MILLI_PER_GPU:
-                s.gpu_whole_free[g] = after == MILLI_PER_GPU
-                s.node_free_gpus[nodes[0]] += sign
-                s.free_gpus += sign
-        cpu, ram = job.cpu_milli_per_gpu, job.ram_mib_per_gpu
-        if cpu or ram:
-            for n, k in zip(nodes, counts, strict=True):
-                if c.cpu_modelled[n]:
-                    s.node_free_cpu[n] += sign * cpu * k
-                if c.ram_modelled[n]:
-                    s.node_free_ram[n] += sign * ram * k
-
-    # ---- failures, repairs, outages, preemption --------------------------------------------------------------
-    def _push_event(self, event: Event) -> None:
-        heapq.heappush(self._events, (event.time_s, event.kind, self._event_seq, event))
-        self._event_seq += 1
-
-    def _apply(self, event: Event) -> None:
-        """Apply one dynamics event (at the current time) and schedule its process's next one."""
-        kind = event.kind
-        if kind in (FAIL, REPAIR):
-            c, s = self.cluster, self.state
-            if event.gpu >= 0:
-                gpus = np.array([event.gpu])
-            else:
-                node = event.node
-                gpus = np.arange(c.node_first_gpu[node], c.node_first_gpu[node + 1])
-                self._node_down[node] += 1 if kind == FAIL else -1
-                s.node_up[node] = self._node_down[node] == 0
-                s.all_nodes_up = bool(s.node_up.all())
-            if kind == FAIL:
-                self._gpus_down(gpus)
-            else:
-                self._gpus_up(gpus)
-        elif kind == OUTAGE_START:
-            self._outage_depth += 1
-            if self.state.scheduler_up:
-                self.state.scheduler_up = False
-                self._outage_jobs.update(self.state.pending)
-        elif kind == OUTAGE_END:
-            self._outage_depth -= 1
-            self.state.scheduler_up = self._outage_depth == 0
-        if self._timeline is not None:
-            follow = self._timeline.follow(event)
-            if follow is not None:
-                self._push_event(follow)
-
-    def _reclaim(self) -> None:
-        """Preempt the jobs that borrow quota a lender's pending job needs back (:mod:`envs.sim.quota`)."""
-        quota, s = self._quota, self.state
-        quota.forget_reservations(s.pending)
-        for _, victim in quota.reclaim_victims(s.pending.values(), s.running):
-            job = s.running[victim].job
-            before = s.history[victim].lost_preemption_gpu_s if victim in s.history else 0.0
-            self._interrupt(victim, preempted=True)
-            quota.note_reclaim(job, s.history[victim].lost_preemption_gpu_s - before)
-
-    def _gpus_down(self, gpus: np.ndarray) -> None:
-        """One more reason for each of ``gpus`` to be down; interrupt the jobs on those that just failed."""
-        counts = self._down_count
-        newly = gpus[counts[gpus] == 0]
-        counts[gpus] += 1
-        if newly.size == 0:
-            return
-        s = self.state
-        hit = np.zeros(self.cluster.n_gpus, dtype=bool)
-        hit[newly] = True
-        for job_id in [j for j, r in s.running.items() if hit[r.gpus.index].any()]:
-            self._interrupt(job_id, preempted=False)
-        self._set_capacity(newly, up=False)
-
-    def _gpus_up(self, gpus: np.ndarray) -> None:
-        """One reason less for each of ``gpus`` to be down; those with none left are back in the pool."""
-        counts = self._down_count
-        counts[gpus] -= 1
-        self._set_capacity(gpus[counts[gpus] == 0], up=True)
-
-    def _set_capacity(self, gpus: np.ndarray, up: bool) -> None:
-        """Take entirely free ``gpus`` out of the pool (``up`` False) or put them back (True)."""
-        if gpus.size == 0:
-            return
-        s, sign = self.state, 1 if up else -1
-        s.gpu_up[gpus] = up
-        s.gpu_free_milli[gpus] = MILLI_PER_GPU if up else 0
-        s.gpu_whole_free[gpus] = up
-        s.gpu_free_mem_mib[gpus] = self.cluster.gpu_memory_mib[gpus] if up else 0
-        np.add.at(s.node_free_gpus, self.cluster.gpu_node[gpus], sign)
-        s.free_gpus += sign * gpus.size
-        s.down_gpus -= sign * gpus.size
-        self._down_milli -= sign * MILLI_PER_GPU * gpus.size
-        s.version += 1
-
-    def _interrupt(self, job_id: int, preempted: bool) -> None:
-        """End the current run of ``job_id`` now: roll its progress back to the last checkpoint, then requeue it,
-        or end it FAILED past the retry limit."""
-        s = self.state
-        running = s.running.pop(job_id)
-        job = running.job
-        alloc, nodes, counts, speed, level, factor, staging_s, _, overhead_s, end, reconfig_s = \
-            self._run_info.pop(job_id)
-        self._heap.remove(end)
-        heapq.heapify(self._heap)
-        self._change_holdings(job, alloc, nodes, counts, +1)
-        now = s.time_s
-        history = s.history.get(job_id)
-        if history is None:
-            history = s.history[job_id] = JobHistory(first_start_s=running.start_time_s)
-        elapsed = now - running.start_time_s
-        paid = min(elapsed, overhead_s)
-        if reconfig_s:
-            self._reconfig_paid_s[job_id] = (self._reconfig_paid_s.get(job_id, 0.0)
-                                             + min(max(elapsed - overhead_s, 0.0), reconfig_s))
-        computing = max(0.0, elapsed - overhead_s - reconfig_s - staging_s)
-        kept = job.checkpointed_s(computing)
-        share = job.gpu_share
-        lost = share * (computing - kept)  # staging is not lost: the dataset stays in the nodes' caches
-        history.done_work_s += kept * speed / factor
-        history.held_s += elapsed
-        history.last_run_s, history.last_end_s = elapsed, now
-        history.overhead_gpu_s += share * paid
-        if preempted:
-            history.preemptions += 1
-            history.lost_preemption_gpu_s += lost
-        else:
-            history.failures += 1
-            history.lost_failure_gpu_s += lost
-        if not preempted and history.failures > self.dynamics.max_failures:
-            del s.history[job_id]
-            # a FAILED job's kept work is lost with it: all it held is lost, but for the overhead paid
-            history.lost_failure_gpu_s = share * history.held_s - history.overhead_gpu_s - history.lost_preemption_gpu_s
-            s.records.append(JobRecord(
-                job=job, state=JobState.FAILED, start_time_s=history.first_start_s, finish_time_s=now,
-                gpus=running.gpus, n_nodes=len(nodes), topology=level, speed=speed, topology_factor=factor,
-                staging_s=staging_s, interruptions=history.freeze(history.held_s),
-            ))
-            return
-        self._requeue(job)
-
-    def _requeue(self, job: Job) -> None:
-        """Put an interrupted job back in the queue at its place (submit time, then job id)."""
-        pending = self.state.pending
-        last = next(reversed(pending.values()), None) if pending else None
-        self._queue(job)
-        if last is not None and (last.submit_time_s, last.job_id) > (job.submit_time_s, job.job_id):
-            ordered = sorted(pending.values(), key=lambda j: (j.submit_time_s, j.job_id))
-            pending.clear()  # in place: views hold a read-only proxy of this very dict
-            pending.update((j.job_id, j) for j in ordered)
 
     def _runtime_on(self, job: Job, alloc: GPUs, nodes: list[int]) -> tuple[float, TopologyLevel, float, float]:
         """(speed, topology level, topology factor, staging time [s]) of ``job`` on ascending ``alloc``."""
@@ -708,8 +421,3 @@ _PREEMPT_REFUSALS = {RefusalReason.UNKNOWN_JOB: "no job has this id", RefusalRea
                      RefusalReason.SCHEDULER_DOWN: "the scheduler is down",
                      RefusalReason.NOT_PREEMPTIBLE: "it is not preemptible"}
 """What a refused preemption says, by reason."""
-
-
-def _partial(free_milli: int) -> int:
-    """The free share that counts as a fragment: free milli-GPU of a GPU that is partly in use."""
-    return free_milli if 0 < free_milli < MILLI_PER_GPU else 0

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from envs.core.admission import partition_reject_reason
+from envs.core.admission import capacity_reject_reason, partition_reject_reason
 from envs.core.cluster import ClusterSpec
 from envs.core.errors import ConfigError
 from envs.core.job import Job
@@ -96,7 +96,8 @@ class WorkloadPool:
             jobs = []
             for job in sorted(workload.jobs, key=lambda j: (j.submit_time_s, j.job_id)):
                 check_job(job, cluster, runtime, f"workload {workload.name!r}")
-                if partition_reject_reason(cluster.governance, job) is not None:
+                if (partition_reject_reason(cluster.governance, job) is not None
+                        or capacity_reject_reason(cluster, job) is not None):
                     reject_times[w].append(job.submit_time_s)  # the simulator rejects it at submission
                     continue
                 key = (job.gpu_types, job.gpu_mem_gib, job.partition)
@@ -107,10 +108,6 @@ class WorkloadPool:
                         found = len(masks)
                         masks.append(mask)
                     eligible_sets[key] = found
-                elig = eligible_sets[key]
-                if int(cluster.node_n_gpus[masks[elig]].sum()) < job.n_gpus:
-                    reject_times[w].append(job.submit_time_s)  # the simulator rejects it at submission
-                    continue
                 jobs.append(job)
                 cpu_needs.add(job.cpu_milli_per_gpu)
             if not jobs:
