@@ -12,6 +12,7 @@ does not depend on the machine or the number of workers. The page is written bes
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import sys
@@ -25,11 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from baselines.config import policy_config_from_dict  # noqa: E402
+from baselines.registry import make  # noqa: E402
 from envs.core import summarize  # noqa: E402
 from envs.core.files import write_text_atomically  # noqa: E402
 from envs.core.metrics import HOUR_S, jain_index  # noqa: E402
-from envs.scenario import scenario  # noqa: E402
+from envs.scenario import scenario, synthetic_config  # noqa: E402
 from envs.sim import simulate  # noqa: E402
+from envs.workload.synthetic import generate  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CLUSTER, WORKLOAD, LOAD = "hetero-64", "default", 1.2
@@ -43,6 +46,13 @@ MODELS = {
 }
 """Quota models: none; GrpTRES=gres/gpu=64 per team; Kueue queues of nominal 64 in one cohort, unlimited borrowing."""
 ORDERS = {"fairshare": {"by": "team"}}  # fair share between teams; Fair Tree ranks users under their team accounts
+SHARED_CLUSTER, SHARED_WORKLOAD = "mig-a100", "mig"
+PLACEMENTS = (*(f"fcfs+easy/{rule}" for rule in ("firstfit", "pack", "spread", "topology", "fragmentation")),
+              "k8s:mostallocated", "k8s:leastallocated")
+VARIANTS = ("mig", "shares")
+"""The small-jobs workload as it is (half the 1-GPU jobs ask for a MIG instance) and with no MIG request (those jobs
+ask for a whole GPU or a share of one instead: the same draws but the MIG stream's)."""
+SHARED_KEYS = ("mean_wait_s", "p95_wait_s", "utilization", "fragmentation", "mean_bsld")
 
 
 def team_run(args: tuple[str, str, int]) -> dict:
@@ -62,6 +72,34 @@ def team_run(args: tuple[str, str, int]) -> dict:
     return {"policy": policy, "model": model, "seed": seed, "metrics": metrics,
             "team_wait_s": {t: float(np.mean(waits[t])) if waits[t] else 0.0 for t in TEAMS},
             "team_share": {t: held[t] / capacity_gpu_s for t in TEAMS}}
+
+
+def shared_run(args: tuple[str, str, int]) -> dict:
+    """One run of the fractional and MIG part: its metrics."""
+    policy, variant, seed = args
+    world = scenario(SHARED_WORKLOAD, SHARED_CLUSTER, seed=seed)
+    jobs = world.workload
+    if variant == "shares":
+        config = synthetic_config(SHARED_WORKLOAD)
+        config = dataclasses.replace(config, gpus=dataclasses.replace(config.gpus, mig_share=0.0))
+        jobs = generate(config, seed=seed, capacity_gpus=world.cluster.n_gpus)
+    log = simulate(world.cluster, jobs, make(policy), world.runtime, world.dynamics)
+    return {"policy": policy, "variant": variant, "seed": seed, "metrics": summarize(log)}
+
+
+def shared_table(rows: list[dict]) -> str:
+    """The fractional and MIG part of the page: one row per (variant, policy)."""
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["variant"], r["policy"])].append(r)
+    lines = ["| workload | policy | " + " | ".join(SHARED_KEYS) + " |", "|---|---|" + "---:|" * len(SHARED_KEYS)]
+    for variant in VARIANTS:
+        for policy in PLACEMENTS:
+            group = by[(variant, policy)]
+            means = {k: _mean(group, lambda r, k=k: r["metrics"][k]) for k in SHARED_KEYS}
+            cells = [f"{v:.3f}" if k in ("utilization", "fragmentation") else f"{v:,.1f}" for k, v in means.items()]
+            lines.append(f"| {variant} | `{policy}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _mean(rows: list[dict], get) -> float:
@@ -100,7 +138,7 @@ def team_tables(rows: list[dict], seeds: str) -> str:
     return "\n\n".join(out)
 
 
-def page(date: str, team_rows: list[dict], seeds: str, workers: int) -> str:
+def page(date: str, team_rows: list[dict], shared_rows: list[dict], seeds: str, workers: int) -> str:
     """The page's markdown."""
     world = scenario(WORKLOAD, CLUSTER, seed=0, load=LOAD)
     demand = defaultdict(float)
@@ -134,6 +172,18 @@ GPU time held / (GPUs × makespan); borrowed GPU-hours = ∫ GPUs held above the
 jobs preempted to give quota back (their work since the last checkpoint is lost).
 
 {team_tables(team_rows, seeds)}
+
+## Fractional GPUs and MIG: the placement rules
+
+The `{SHARED_WORKLOAD}` workload (400 small jobs: half the 1-GPU jobs ask for a MIG instance, 1g.5gb to 4g.20gb; a
+third of the others 0.25 or 0.5 of a GPU, some with 8-40 GiB of GPU memory) on `{SHARED_CLUSTER}` (two nodes of 4
+A100-40GB in MIG mode, one node of 4 A100-80GB in full mode; a GPU switches mode only when empty, paying 30 s).
+`shares` is the same workload with no MIG request (those jobs take a whole GPU or a share instead). FIFO with EASY
+backfilling under each placement rule, and kube-scheduler's two fit strategies. Fragmentation = idle GPU time that
+could not host the smallest pending request (for a MIG request: free slices that no valid position of its profile
+covers) / idle GPU time, while jobs were pending; mean bounded slowdown as `mean_bsld`.
+
+{shared_table(shared_rows)}
 """
 
 
@@ -145,10 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     runs = [(policy, model, seed) for model in MODELS for policy in POLICIES for seed in seeds]
+    shared = [(policy, variant, seed) for variant in VARIANTS for policy in PLACEMENTS for seed in seeds]
     with ProcessPoolExecutor(args.workers) as pool:
         team_rows = list(pool.map(team_run, runs))
+        shared_rows = list(pool.map(shared_run, shared))
     target = HERE / "governance.md"
-    write_text_atomically(target, page(args.date, team_rows, args.seeds, args.workers))
+    write_text_atomically(target, page(args.date, team_rows, shared_rows, args.seeds, args.workers))
     print(f"wrote {target}")
     return 0
 
