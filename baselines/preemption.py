@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from baselines.backfill import Scheduler
 from envs.core.job import Job
 from envs.sim.policy import Action, Preempt, Start, Wait
-from envs.sim.profile import ResourceState
+from envs.sim.resources import ResourceState
 from envs.sim.state import RunningJob
 from envs.sim.view import View
 
@@ -145,9 +145,7 @@ def candidates_for(view: View, job: Job, scheduler: Scheduler) -> Iterable[Candi
     if not potential:
         return
     c = view.cluster
-    freed = ResourceState.now(view)
-    for r in potential:
-        freed = freed.with_released(r.job, r.gpus.index)
+    freed = ResourceState.now(view).with_all_released(potential)
     eligible = c.eligible_nodes(job.gpu_types, job.gpu_mem_gib, job.partition)
     if job.n_gpus > int(c.node_n_gpus[eligible].max(initial=0)):
         victims = _reprieve(view, job, scheduler, freed, potential, None)
@@ -190,10 +188,4 @@ def _reprieve(view: View, job: Job, scheduler: Scheduler, freed: ResourceState, 
 
 def _on_node(view: View, state: ResourceState, node: int | None) -> ResourceState:
     """``state`` with only ``node``'s GPUs free (the others' free shares set to 0); ``state`` itself for None."""
-    if node is None:
-        return state
-    first, last = view.cluster.node_first_gpu[node], view.cluster.node_first_gpu[node + 1]
-    free = state.gpu_free_milli.copy()
-    free[:first] = 0
-    free[last:] = 0
-    return ResourceState(view, free, state.node_free_cpu_milli, state.node_free_ram_mib, view.time_s)
+    return state if node is None else state.on_node(node)

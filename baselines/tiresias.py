@@ -61,7 +61,7 @@ from envs.core.errors import ConfigError
 from envs.core.job import Job
 from envs.placement import first_fit, get_placement_rule
 from envs.sim.policy import WAIT, Action, Policy, Preempt, Start, Wait
-from envs.sim.profile import ResourceState
+from envs.sim.resources import ResourceState
 from envs.sim.state import RunningJob
 from envs.sim.view import PlacementRule, View
 
@@ -231,9 +231,7 @@ class Tiresias:
         if not candidates or (not job.is_fractional and
                               state.free_gpus + sum(len(r.gpus) for r in candidates) < job.n_gpus):
             return None
-        released = state
-        for r in candidates:
-            released = released.with_released(r.job, r.gpus.index)
+        released = state.with_all_released(candidates)
         gpus = self.rule(released, job)
         if gpus is None:
             return None

@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 from strategies import drive, run_checked
 
 from baselines.registry import make
-from envs.core import ActionRefused, Job, JobState, RejectReason, RuntimeConfig, cluster_from_dict
+from envs.core import ActionRefused, Job, JobState, RejectReason, RuntimeConfig, cluster_from_dict, summarize
 from envs.core.errors import JobSpecError
 from envs.core.job import RefusalReason
 from envs.core.mig import MIG_GEOMETRIES, share_milli, valid_positions
 from envs.placement import PLACEMENT_RULES
+from envs.scenario import scenario
 from envs.sim import Simulator, simulate
 from envs.sim.checks import mig_violations
 
@@ -303,3 +304,14 @@ def test_a_conservative_reservation_never_mixes_modes_on_one_gpu():
     starts = {r.job.job_id: r.start_time_s for r in simulate(cluster, jobs, make("fcfs+conservative/firstfit"),
                                                               RuntimeConfig.rigid()).records}
     assert starts[9] == 1 and starts[10] == 1 and starts[12] == 2
+
+
+@pytest.mark.parametrize("policy", ["priority+easy/pack+preempt", "k8s:mostallocated+preempt"])
+def test_preemption_puts_reprieved_mig_victims_back_on_their_own_slices(policy):
+    # On the mig workload (seed 1) a preemptor's candidate victims include MIG instances; reprieving them one by one
+    # in importance order must put each back where it runs, not at the lowest free position (which another reprieved
+    # instance may have taken: "no valid position of 4g.20gb is free on GPU 6" before the fix).
+    world = scenario("mig", "mig-a100", seed=1)
+    log = simulate(world.cluster, world.workload, make(policy), world.runtime)
+    assert summarize(log)["preemptions"] > 0
+    assert sorted(r.job.job_id for r in log.records) == sorted(j.job_id for j in world.workload.jobs)

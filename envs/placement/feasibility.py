@@ -119,7 +119,8 @@ def free_gpus_of_node(view: View, node: int, count: int) -> np.ndarray:
 
 def gather(view: View, nodes: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Take ``counts[i]`` free GPUs from each ``nodes[i]`` (nodes ascending), lowest indices first."""
-    parts = [free_gpus_of_node(view, int(n), int(k)) for n, k in zip(nodes, counts, strict=True) if k > 0]
+    taken = counts > 0  # skipped in numpy: a gang's prefix of nodes is mostly nodes with nothing free
+    parts = [free_gpus_of_node(view, int(n), int(k)) for n, k in zip(nodes[taken], counts[taken], strict=True)]
     return np.concatenate(parts)
 
 

@@ -22,166 +22,97 @@ taken from one is never refused.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
+from envs.core.cluster import MILLI_PER_GPU
 from envs.core.job import Job
-from envs.core.mig import ALL_SLICES, MEMORY_SLICES
+from envs.core.mig import ALL_SLICES
+from envs.sim.resources import ResourceState, add_node_holdings, held_memory_mib, mig_mask, node_holdings
 from envs.sim.view import PlacementRule, View
 
 OVERDUE_END_S = 1e-6
 """How long after ``now`` an overdue running job (past its requested wall time) is assumed to end [s]."""
 
-
-class ResourceState:
-    """Free resources at one (possibly future) instant, with the read-only interface placement rules use.
-
-    ``gpu_free_mem_mib`` and ``gpu_mig_used`` default to a conservative guess from the view (the GPUs entirely free
-    in ``gpu_free_milli`` have all their memory and slices free, the others what they have now); pass them for an
-    exact state. ``mig_slices`` (job id -> (GPU, mask)) are the MIG instances held, for :meth:`with_released`.
-    """
-
-    def __init__(self, view: View, gpu_free_milli: np.ndarray, node_cpu: np.ndarray, node_ram: np.ndarray,
-                 time_s: float, gpu_free_mem_mib: np.ndarray | None = None, gpu_mig_used: np.ndarray | None = None,
-                 mig_slices: dict[int, tuple[int, int]] | None = None) -> None:
-        c = view.cluster
-        self._view = view
-        self.cluster = c
-        self.time_s = time_s
-        self.gpu_free_milli = gpu_free_milli
-        self.gpu_whole_free = gpu_free_milli == MILLI_PER_GPU
-        if gpu_free_mem_mib is None:
-            gpu_free_mem_mib = np.where(self.gpu_whole_free, c.gpu_memory_mib, view.gpu_free_mem_mib)
-        if gpu_mig_used is None:
-            gpu_mig_used = np.where(self.gpu_whole_free, 0, view.gpu_mig_used).astype(np.uint8)
-        self.gpu_free_mem_mib = gpu_free_mem_mib
-        self.gpu_mig_used = gpu_mig_used
-        self.gpu_mig_mode = view.gpu_mig_mode
-        self.mig_slices = dict(view.mig_slices) if mig_slices is None else mig_slices
-        self.node_free_gpus = np.bincount(c.gpu_node[self.gpu_whole_free], minlength=c.n_nodes)
-        self.free_gpus = int(self.node_free_gpus.sum())
-        self.node_free_cpu_milli = node_cpu
-        self.node_free_ram_mib = node_ram
-        self.node_up = view.node_up
-        self.all_nodes_up = view.all_nodes_up
-        self.scheduler_up = True
-        self.pending = view.pending
-        self.running = view.running
-        self._memo: dict[object, np.ndarray] = {}
-
-    def memoized(self, key: object, compute: Callable[[], np.ndarray]) -> np.ndarray:
-        """``compute()`` once for this state (see :meth:`View.memoized`)."""
-        value = self._memo.get(key)
-        if value is None:
-            value = self._memo[key] = compute()
-        return value
-
-    def has_dataset(self, node: int, dataset_id: str) -> bool:
-        """Cache contents are not projected: the current ones."""
-        return self._view.has_dataset(node, dataset_id)
-
-    def without(self, job: Job, gpus: np.ndarray | slice) -> ResourceState:
-        """This state with ``job`` also holding ``gpus``."""
-        return self._changed(job, gpus, -1)
-
-    def with_released(self, job: Job, gpus: np.ndarray | slice) -> ResourceState:
-        """This state with ``job`` no longer holding ``gpus`` (what preempting it would give back)."""
-        return self._changed(job, gpus, +1)
-
-    def _changed(self, job: Job, gpus: np.ndarray | slice, sign: int) -> ResourceState:
-        free = self.gpu_free_milli.copy()
-        free[gpus] += sign * job.gpu_milli
-        mem = self.gpu_free_mem_mib.copy()
-        used, slices = self.gpu_mig_used, self.mig_slices
-        mask = 0
-        if job.mig_profile:
-            g = int(np.asarray(gpus).reshape(-1)[0])
-            used, slices = used.copy(), dict(slices)
-            if sign < 0:
-                mask = mig_mask(self.cluster, job, g, int(used[g]))
-                if not mask:
-                    raise ValueError(f"job {job.job_id}: no valid position of {job.mig_profile} is free on GPU {g}")
-                slices[job.job_id] = (g, mask)
-                used[g] |= mask
-            else:
-                mask = slices.pop(job.job_id)[1]
-                used[g] &= ~mask & ALL_SLICES
-        mem[gpus] += sign * held_memory_mib(self.cluster, job, gpus, mask)
-        cpu_held, ram_held = node_holdings(self.cluster, job, gpus)
-        return ResourceState(self._view, free, self.node_free_cpu_milli + sign * cpu_held,
-                             self.node_free_ram_mib + sign * ram_held, self.time_s, mem, used, slices)
-
-    @classmethod
-    def now(cls, view: View) -> ResourceState:
-        """The view's free resources at this instant."""
-        return cls(view, view.gpu_free_milli.copy(), view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy(),
-                   view.time_s, view.gpu_free_mem_mib.copy(), view.gpu_mig_used.copy(), dict(view.mig_slices))
-
-
-def mig_mask(cluster: ClusterSpec, job: Job, gpu: int, used: int) -> int:
-    """The slices a MIG ``job`` takes on ``gpu`` whose occupancy is ``used``: its profile's lowest free valid
-    position (0 when none is free)."""
-    return int(cluster.mig_table("mask", job.mig_profile)[cluster.gpu_mig_geometry[gpu], used])
-
-
-def held_memory_mib(cluster: ClusterSpec, job: Job, gpus: np.ndarray | slice, mig_mask: int = 0) -> np.ndarray | int:
-    """GPU memory [MiB] ``job`` holds on each of ``gpus`` (the simulator's rule): all of it for whole GPUs, its
-    ``gpu_mem_mib`` for a fractional share, ``capacity × slices // 8`` for a MIG instance of ``mig_mask``."""
-    if not job.is_fractional:
-        return cluster.gpu_memory_mib[gpus]
-    if job.mig_profile:
-        g = int(np.asarray(gpus).reshape(-1)[0])
-        return int(cluster.gpu_memory_mib[g]) * mig_mask.bit_count() // MEMORY_SLICES
-    return job.gpu_mem_mib
-
-
-def node_holdings(cluster: ClusterSpec, job: Job, gpus: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
-    """(CPU [milli-cores], RAM [MiB]) that ``job`` holds on each node when it runs on ``gpus``."""
-    counts = np.bincount(cluster.gpu_node[gpus], minlength=cluster.n_nodes)
-    return (np.where(cluster.cpu_modelled, counts * job.cpu_milli_per_gpu, 0),
-            np.where(cluster.ram_modelled, counts * job.ram_mib_per_gpu, 0))
-
-
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """Free milli per GPU, free CPU per node, free RAM per node, free memory per GPU, MIG occupancy per GPU."""
 
 
-def _releases(view: View) -> Iterator[tuple[float, Arrays, int]]:
-    """(time, arrays, fully free GPUs) at ``now`` and after each expected end, in time order. The arrays are
-    updated in place from one step to the next: copy to keep them."""
-    c = view.cluster
-    now = view.time_s
-    free = view.gpu_free_milli.copy()
-    cpu = view.node_free_cpu_milli.copy()
-    ram = view.node_free_ram_mib.copy()
-    mem = view.gpu_free_mem_mib.copy()
-    used = view.gpu_mig_used.copy()
-    arrays = (free, cpu, ram, mem, used)
-    whole = view.free_gpus
-    ends = sorted(view.running.values(), key=lambda r: (r.expected_end_s, r.start_time_s, r.job.job_id))
-    t, i = now, 0
-    while True:
-        yield t, arrays, whole
+def expected_ends(view: View) -> np.ndarray:
+    """The running jobs (:class:`~envs.sim.state.RunningJob`, an object array) in order of expected end, then start
+    time, then job id; memoized on the view per state of the holdings."""
+    def compute() -> np.ndarray:
+        runs = list(view.running.values())
+        order = np.lexsort((np.array([r.job.job_id for r in runs], dtype=np.int64),
+                            np.array([r.start_time_s for r in runs], dtype=np.float64),
+                            np.array([r.expected_end_s for r in runs], dtype=np.float64)))
+        return np.fromiter((runs[i] for i in order.tolist()), dtype=object, count=len(runs))
+    return view.memoized(("expected_ends",), compute)
+
+
+class _Releases:
+    """The free resources at ``now`` and after each expected end, stepped in time order in place (:meth:`step`):
+    the arrays of :data:`Arrays`, the fully free GPUs (mask, per node and in all) and the time."""
+
+    def __init__(self, view: View) -> None:
+        self.view, self.cluster, self.now = view, view.cluster, view.time_s
+        self.free = view.gpu_free_milli.copy()
+        self.cpu = view.node_free_cpu_milli.copy()
+        self.ram = view.node_free_ram_mib.copy()
+        self.mem = view.gpu_free_mem_mib.copy()
+        self.used = view.gpu_mig_used.copy()
+        self.whole = self.free == MILLI_PER_GPU
+        self.node_free_gpus = np.bincount(self.cluster.gpu_node[self.whole], minlength=self.cluster.n_nodes)
+        self.free_gpus = int(self.node_free_gpus.sum())
+        self.time_s = self.now
+        self._ends = expected_ends(view)
+        self._next = 0
+
+    @property
+    def arrays(self) -> Arrays:
+        return self.free, self.cpu, self.ram, self.mem, self.used
+
+    def state(self) -> ResourceState:
+        """The current step as a state (sharing the arrays: it is valid until the next step)."""
+        return ResourceState._of(self.view, self.free, self.whole, self.node_free_gpus, self.free_gpus, self.cpu,
+                                 self.ram, self.time_s, self.mem, self.used, {})
+
+    def step(self) -> bool:
+        """Advance to the next expected end (every job ending then gives its holdings back); False after the last."""
+        ends, i = self._ends, self._next
         if i == len(ends):
-            return
-        t = max(ends[i].expected_end_s, now + OVERDUE_END_S)
-        while i < len(ends) and max(ends[i].expected_end_s, now + OVERDUE_END_S) == t:
+            return False
+        c, view, floor = self.cluster, self.view, self.now + OVERDUE_END_S
+        free, mem, used, whole = self.free, self.mem, self.used, self.whole
+        t = max(ends[i].expected_end_s, floor)
+        while i < len(ends) and max(ends[i].expected_end_s, floor) == t:
             job, index = ends[i].job, ends[i].gpus.index
-            before = int((free[index] == MILLI_PER_GPU).sum()) if job.is_fractional else 0
             free[index] += job.gpu_milli
             mask = 0
             if job.mig_profile:
                 g, mask = view.mig_slices[job.job_id]
                 used[g] &= ~mask & ALL_SLICES
             mem[index] += held_memory_mib(c, job, index, mask)
-            whole += int((free[index] == MILLI_PER_GPU).sum()) - before
-            if job.cpu_milli_per_gpu or job.ram_mib_per_gpu:
-                cpu_held, ram_held = node_holdings(c, job, index)
-                cpu += cpu_held
-                ram += ram_held
+            became = free[index] == MILLI_PER_GPU
+            change = became.astype(np.int64) - whole[index]
+            whole[index] = became
+            nodes = c.gpu_node[index]
+            np.add.at(self.node_free_gpus, nodes, change)
+            self.free_gpus += int(change.sum())
+            add_node_holdings(c, job, nodes, self.cpu, self.ram, +1)
             i += 1
+        self.time_s, self._next = t, i
+        return True
+
+
+def _releases(view: View) -> Iterator[tuple[float, Arrays, int]]:
+    """(time, arrays, fully free GPUs) at ``now`` and after each expected end, in time order. The arrays are
+    updated in place from one step to the next: copy to keep them."""
+    steps = _Releases(view)
+    yield steps.time_s, steps.arrays, steps.free_gpus
+    while steps.step():
+        yield steps.time_s, steps.arrays, steps.free_gpus
 
 
 def earliest_start(view: View, job: Job, rule: PlacementRule) -> tuple[float, np.ndarray, ResourceState] | None:
@@ -191,14 +122,15 @@ def earliest_start(view: View, job: Job, rule: PlacementRule) -> tuple[float, np
     None when the job does not fit even once every running job has ended.
     """
     need = 0 if job.is_fractional else job.n_gpus
-    for t, (free, cpu, ram, mem, used), whole in _releases(view):
-        if whole < need:
-            continue
-        state = ResourceState(view, free, cpu, ram, t, mem, used, {})
-        gpus = rule(state, job)
-        if gpus is not None:
-            return t, gpus, state
-    return None
+    steps = _Releases(view)
+    while True:
+        if steps.free_gpus >= need:
+            state = steps.state()
+            gpus = rule(state, job)
+            if gpus is not None:
+                return steps.time_s, gpus, state
+        if not steps.step():
+            return None
 
 
 class AvailabilityProfile:
@@ -308,10 +240,18 @@ def easy_backfill(view: View, head: Job, others: Iterable[Job],
     if found is None:
         return None, None, None
     shadow_s, _, state = found
+    keeps_head: dict[tuple, bool] = {}  # (what `without` reads of a job, its GPUs) -> the head still fits
     for job in others:
         gpus = rule(view, job)
         if gpus is None:
             continue
-        if view.time_s + job.runtime_estimate_s <= shadow_s or rule(state.without(job, gpus), head) is not None:
+        if view.time_s + job.runtime_estimate_s <= shadow_s:
+            return shadow_s, job, gpus
+        key = (job.gpu_milli, job.gpu_mem_gib, job.mig_profile, job.cpu_milli_per_gpu, job.ram_mib_per_gpu,
+               gpus.dtype.str, gpus.tobytes())
+        fits = keeps_head.get(key)
+        if fits is None:
+            fits = keeps_head[key] = rule(state.without(job, gpus), head) is not None
+        if fits:
             return shadow_s, job, gpus
     return shadow_s, None, None
