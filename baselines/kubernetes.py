@@ -72,7 +72,8 @@ from envs.core.cluster import MILLI_PER_GPU
 from envs.core.errors import ConfigError
 from envs.core.job import Job
 from envs.placement.aware import cached_nodes
-from envs.placement.feasibility import NEVER, free_gpus_of_node, gather, usable_gpu_mask, usable_or_none
+from envs.placement.basic import take_in_order
+from envs.placement.feasibility import NEVER, free_gpus_of_node, usable_gpu_mask, usable_or_none
 from envs.sim.view import View
 
 KUBE_PREFIX = "k8s:"
@@ -319,14 +320,7 @@ def gang_by_score(view: View, usable: np.ndarray, totals: np.ndarray, n: int) ->
     ``usable.sum() >= n`` is the caller's promise.
     """
     order = np.lexsort((np.arange(usable.size), -totals))
-    order = order[usable[order] > 0]
-    cumulative = np.cumsum(usable[order])
-    last = int(np.searchsorted(cumulative, n))
-    nodes = order[: last + 1]
-    counts = usable[nodes]  # a copy (fancy indexing)
-    counts[last] -= cumulative[last] - n
-    ascending = np.argsort(nodes)
-    return gather(view, nodes[ascending], counts[ascending])
+    return take_in_order(view, usable, order[usable[order] > 0], n)
 
 
 # ---- names ------------------------------------------------------------------------------------------------------

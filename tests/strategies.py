@@ -296,14 +296,15 @@ def drive(cluster: ClusterSpec, jobs: list[Job], seed: int, runtime: RuntimeConf
 
 
 def run_checked(cluster: ClusterSpec, jobs: list[Job], policy_name: str, runtime: RuntimeConfig | None = None,
-                check: Callable[[Simulator], list[str]] | None = None) -> list[str]:
+                check: Callable[[Simulator], list[str]] | None = None,
+                dynamics: DynamicsConfig | None = None) -> list[str]:
     """Run the policy ``policy_name`` to the end (a refused start raises: a policy's action must be valid), checking
     the state invariants and ``check`` after every action, then the log's; the violations found."""
     from baselines import make  # the heuristics sit above envs: imported only by the tests that drive them
 
     policy = make(policy_name)
     policy.reset()
-    sim = Simulator(cluster, jobs, runtime or RuntimeConfig.rigid())
+    sim = Simulator(cluster, jobs, runtime or RuntimeConfig.rigid(), dynamics)
     found: list[str] = []
     while not sim.done:
         action = policy.act(sim.view)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from strategies import run_checked
 
 from baselines import catalogue, make
 from baselines.kube_scores import balanced_allocation, broken_linear, requested_to_capacity_ratio
@@ -26,7 +27,6 @@ from envs.core.cluster import ClusterSpec, NodeSpec
 from envs.core.dynamics import DynamicsConfig
 from envs.scenario import load_cluster, scenario
 from envs.sim import Simulator, simulate
-from envs.sim.checks import log_violations, state_violations
 from envs.sim.policy import Preempt, Start
 
 RIGID = RuntimeConfig.rigid()
@@ -249,19 +249,7 @@ def test_runs_stay_valid_on_a_generated_workload_with_failures(name):
     # The small generated workload (fractional shares, gangs, datasets, priorities) on tiny, with node failures:
     # no action is refused, no resource is over-allocated, every job ends exactly once.
     world = scenario("small", "tiny", seed=3, dynamics="flaky")
-    sim = Simulator(world.cluster, world.workload, world.runtime, world.dynamics)
-    policy = make(name)
-    while not sim.done:
-        action = policy.act(sim.view)
-        if isinstance(action, Start):
-            sim.start(action.job_id, action.gpus)
-        elif isinstance(action, Preempt):
-            sim.preempt(action.job_id)
-        else:
-            sim.wait(action.until_s)
-            continue
-        assert state_violations(sim) == []
-    assert log_violations(sim, world.workload.jobs) == []
+    assert run_checked(world.cluster, list(world.workload.jobs), name, world.runtime, dynamics=world.dynamics) == []
 
 
 @pytest.mark.parametrize(("name", "params", "message"), [

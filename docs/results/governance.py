@@ -138,6 +138,54 @@ def team_tables(rows: list[dict], seeds: str) -> str:
     return "\n\n".join(out)
 
 
+def findings(team_rows: list[dict], shared_rows: list[dict]) -> str:
+    """A few sentences read off the tables."""
+    team = defaultdict(list)
+    for r in team_rows:
+        team[(r["model"], r["policy"])].append(r)
+
+    def m(model: str, policy: str, key: str) -> float:
+        return _mean(team[(model, policy)], lambda r: r["metrics"][key])
+
+    def tw(model: str, policy: str, t: str) -> float:
+        return _mean(team[(model, policy)], lambda r: r["team_wait_s"][t])
+
+    fifo, fs, ft = "fcfs+easy", "fairshare+easy", "fairtree+easy"
+    lines = [
+        f"- Hard limits of 64 GPUs per team take FIFO + EASY's mean wait from {m('none', fifo, 'mean_wait_s'):,.0f} s "
+        f"to {m('hard', fifo, 'mean_wait_s'):,.0f} s and its utilization from {m('none', fifo, 'utilization'):.3f} to "
+        f"{m('hard', fifo, 'utilization'):.3f}: the two heaviest teams wait ({tw('hard', fifo, 'team0'):,.0f} s and "
+        f"{tw('hard', fifo, 'team1'):,.0f} s for team0 and team1) while GPUs stay idle.",
+        f"- Borrowing puts the idle quota back to work: FIFO + EASY waits {m('borrowing', fifo, 'mean_wait_s'):,.0f} s "
+        f"at utilization {m('borrowing', fifo, 'utilization'):.3f}, with "
+        f"{m('borrowing', fifo, 'borrowed_gpu_hours'):,.0f} GPU-hours borrowed and "
+        f"{m('borrowing', fifo, 'reclaims'):,.0f} jobs reclaimed per run "
+        f"({m('borrowing', fifo, 'reclaimed_gpu_hours'):,.0f} GPU-hours of work rolled back).",
+        f"- Fair share and Fair Tree serve the light teams first: without quotas team7 waits "
+        f"{tw('none', fs, 'team7'):,.0f} s and {tw('none', ft, 'team7'):,.0f} s under them against "
+        f"{tw('none', fifo, 'team7'):,.0f} s under FIFO, and team0 {tw('none', fs, 'team0'):,.0f} s and "
+        f"{tw('none', ft, 'team0'):,.0f} s; with borrowing they reclaim more often "
+        f"({m('borrowing', fs, 'reclaims'):,.0f} and {m('borrowing', ft, 'reclaims'):,.0f} jobs per run), since the "
+        "light teams' jobs they start first take "
+        "their quota back.",
+        f"- kube-scheduler's MostAllocated waits {m('none', 'k8s:mostallocated', 'mean_wait_s'):,.0f} s and "
+        f"LeastAllocated {m('none', 'k8s:leastallocated', 'mean_wait_s'):,.0f} s without quotas (FIFO + EASY "
+        f"{m('none', fifo, 'mean_wait_s'):,.0f} s): one pod at a time with no reservation starts every job that fits.",
+    ]
+    shared = defaultdict(list)
+    for r in shared_rows:
+        shared[(r["variant"], r["policy"])].append(r)
+    easy = [p for p in PLACEMENTS if p.startswith("fcfs")]
+    for variant in VARIANTS:
+        waits = {p: _mean(shared[(variant, p)], lambda r: r["metrics"]["mean_wait_s"]) for p in PLACEMENTS}
+        frag = {p: _mean(shared[(variant, p)], lambda r: r["metrics"]["fragmentation"]) for p in PLACEMENTS}
+        best, least = min(easy, key=waits.__getitem__), min(easy, key=frag.__getitem__)
+        lines.append(f"- `{variant}`: among the rules under FIFO + EASY, `{best}` waits least ({waits[best]:,.0f} s) "
+                     f"and `{least}` fragments least ({frag[least]:.3f}); `spread` waits "
+                     f"{waits['fcfs+easy/spread']:,.0f} s.")
+    return "\n".join(lines)
+
+
 def page(date: str, team_rows: list[dict], shared_rows: list[dict], seeds: str, workers: int) -> str:
     """The page's markdown."""
     world = scenario(WORKLOAD, CLUSTER, seed=0, load=LOAD)
@@ -184,6 +232,10 @@ could not host the smallest pending request (for a MIG request: free slices that
 covers) / idle GPU time, while jobs were pending; mean bounded slowdown as `mean_bsld`.
 
 {shared_table(shared_rows)}
+
+## What the numbers say
+
+{findings(team_rows, shared_rows)}
 """
 
 

@@ -151,7 +151,12 @@ def gang(view: View, usable: np.ndarray, n: int) -> np.ndarray:
 
     ``usable.sum() >= n`` is the caller's promise.
     """
-    order = np.argsort(-usable, kind="stable")
+    return take_in_order(view, usable, np.argsort(-usable, kind="stable"), n)
+
+
+def take_in_order(view: View, usable: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
+    """All the ``usable`` GPUs of the nodes in ``order``, one node after the other, until ``n`` are taken (the last
+    node gives the remainder); ascending. ``usable[order].sum() >= n`` is the caller's promise."""
     cumulative = np.cumsum(usable[order])
     last = int(np.searchsorted(cumulative, n))
     nodes = order[: last + 1]
