@@ -15,8 +15,9 @@ from envs.core import MILLI_PER_GPU, ActionRefused, ClusterSpec, Job, JobLog, Ru
 from envs.core.dynamics import DynamicsConfig
 from envs.placement import PLACEMENT_RULES
 from envs.placement.feasibility import usable_gpu_mask, usable_gpus_per_node
-from envs.sim import Preempt, Simulator, Start
+from envs.sim import Simulator
 from envs.sim.checks import log_violations, state_violations
+from envs.sim.loop import apply_action
 
 TYPES = ["V100", "A100-40GB", "H100"]
 """GPU types of the random clusters (16, 40 and 80 GiB)."""
@@ -307,12 +308,6 @@ def run_checked(cluster: ClusterSpec, jobs: list[Job], policy_name: str, runtime
     sim = Simulator(cluster, jobs, runtime or RuntimeConfig.rigid(), dynamics)
     found: list[str] = []
     while not sim.done:
-        action = policy.act(sim.view)
-        if isinstance(action, Start):
-            sim.start(action.job_id, action.gpus)
-        elif isinstance(action, Preempt):
-            sim.preempt(action.job_id)
-        else:
-            sim.wait(action.until_s)
+        apply_action(sim, policy.act(sim.view))
         found += state_violations(sim) + (check(sim) if check is not None else [])
     return found + log_violations(sim, jobs)

@@ -27,7 +27,8 @@ from envs.core.cluster import ClusterSpec, NodeSpec
 from envs.core.dynamics import DynamicsConfig
 from envs.scenario import load_cluster, scenario
 from envs.sim import Simulator, simulate
-from envs.sim.policy import Preempt, Start
+from envs.sim.loop import apply_action
+from envs.sim.policy import Start
 
 RIGID = RuntimeConfig.rigid()
 TINY = load_cluster("tiny")
@@ -223,12 +224,7 @@ def test_preempt_variant_evicts_a_lower_priority_preemptible_job():
     actions = []
     while not sim.done and sim.time_s <= 10:
         action = policy.act(sim.view)
-        if isinstance(action, Start):
-            sim.start(action.job_id, action.gpus)
-        elif isinstance(action, Preempt):
-            sim.preempt(action.job_id)
-        else:
-            sim.wait()
+        if not apply_action(sim, action):
             continue
         actions.append((sim.time_s, type(action).__name__, action.job_id, tuple(getattr(action, "gpus", ()))))
     assert [a[:3] for a in actions[:2]] == [(0.0, "Start", 2), (0.0, "Start", 1)]

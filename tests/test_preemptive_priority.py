@@ -25,6 +25,7 @@ from envs.placement import PLACEMENT_RULES, get_placement_rule
 from envs.scenario import load_cluster
 from envs.sim import Simulator
 from envs.sim.checks import log_violations, state_violations
+from envs.sim.loop import apply_action
 from envs.sim.policy import Action, Policy, Preempt, Start
 
 RIGID = RuntimeConfig.rigid()
@@ -95,12 +96,7 @@ def run(jobs: list[Job], policy: Preemptive, placed: Placed = ()) -> Run:
     actions: list[tuple[float, Action]] = []
     while not sim.done:
         action = policy.act(sim.view)
-        if isinstance(action, Start):
-            sim.start(action.job_id, action.gpus)
-        elif isinstance(action, Preempt):
-            sim.preempt(action.job_id)
-        else:
-            sim.wait(action.until_s)
+        if not apply_action(sim, action):
             continue
         actions.append((sim.time_s, action))
         assert len(actions) <= 50 * len(jobs), "livelock: too many actions"

@@ -9,7 +9,7 @@ from envs.core.dynamics import DynamicsConfig
 from envs.core.job import Job
 from envs.core.joblog import JobLog
 from envs.core.runtime import RuntimeConfig
-from envs.sim.policy import WAIT, Policy, Preempt, Start
+from envs.sim.policy import WAIT, Action, Policy, Preempt, Start
 from envs.sim.simulator import Simulator
 from envs.workload.table import Workload
 
@@ -20,15 +20,20 @@ def simulate(cluster: ClusterSpec, jobs: Workload | Sequence[Job], policy: Polic
     log."""
     sim = Simulator(cluster, jobs, runtime, dynamics)
     policy.reset()
-    view, act, wait, start = sim.view, policy.act, sim.wait, sim.start
+    view, act = sim.view, policy.act
     while not sim.done:
-        action = act(view)
-        if isinstance(action, Start):
-            start(action.job_id, action.gpus)
-        elif action is WAIT:
-            wait()
-        elif isinstance(action, Preempt):
-            sim.preempt(action.job_id)
-        else:
-            wait(action.until_s)
+        apply_action(sim, act(view))
     return sim.log()
+
+
+def apply_action(sim: Simulator, action: Action) -> bool:
+    """Carry out one of a policy's actions on ``sim``; True for a Start or a Preempt, False for a Wait (time moved
+    on). A refused action raises :class:`~envs.core.errors.ActionRefused`."""
+    if isinstance(action, Start):
+        sim.start(action.job_id, action.gpus)
+        return True
+    if isinstance(action, Preempt):
+        sim.preempt(action.job_id)
+        return True
+    sim.wait(None if action is WAIT else action.until_s)
+    return False
