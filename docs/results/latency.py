@@ -155,7 +155,8 @@ What still grows with the cluster (profiles with cProfile on the {largest:,}-GPU
   before asking the rule would cut most of them.
 - Tiresias (`_make_room`): the rule is asked on a full projected state once per candidate, for each blocked job.
 - `k8s:` without preemption scores every node of the cluster for every job it tries (vectorized, O(nodes) per
-  job): about 500 decisions/s at 1,250 nodes, near kube-scheduler's own 680-810 pods/s at 5,000 nodes.
+  job), which keeps it near the goal at 1,250 nodes and in the range of kube-scheduler's own 680-810 pods/s at
+  5,000 nodes.
 - The learned policy does not grow with the cluster's GPUs: a decision with no legal start returns Wait before the
   network (the p50), one with a start runs the network's forward pass over the node groups (a few ms).
 """
