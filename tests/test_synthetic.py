@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -290,3 +291,34 @@ def test_generate_rejects_bad_capacity_and_seed() -> None:
         generate(DEFAULT, 0, 0)
     with pytest.raises(ConfigError, match="seed"):
         generate(DEFAULT, -1, CAPACITY)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"gpus": {"mig_share": 0.5}}, "gpus.mig_profiles: needs a profile when mig_share > 0"),
+    ({"gpus": {"mig_share": 0.5, "mig_profiles": ["3g"], "mig_probs": [1.0]}}, "gpus.mig_profiles: '3g' is not"),
+    ({"gpus": {"mig_share": 0.5, "mig_profiles": ["3g.20gb", "1g.5gb"], "mig_probs": [1.0]}},
+     "gpus.mig_probs: needs one probability per value of gpus.mig_profiles"),
+    ({"partitions": {"names": ["a", "b"], "shares": [0.5, 0.6]}}, "partitions.shares: probabilities must sum to 1"),
+    ({"partitions": {"names": ["a", "a"], "shares": [0.5, 0.5]}}, "partitions.names: must be distinct"),
+    ({"partitions": {"shares": [1.0]}}, "partitions.shares: needs one probability per value of partitions.names"),
+])
+def test_mig_and_partition_mixes_reject_bad_values_naming_the_key(data, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        SyntheticConfig.from_dict(data)
+
+
+def test_mig_and_partition_mixes_change_only_their_own_fields():
+    # Their draws come from streams of their own: a 1-GPU job asking for a MIG instance keeps every other field
+    # (its memory need aside: an instance's memory is its profile's), and every other job is unchanged.
+    base = SyntheticConfig.from_dict({"n_jobs": 400})
+    mixed = SyntheticConfig.from_dict({"n_jobs": 400, "partitions": {"names": ["a", ""], "shares": [0.5, 0.5]},
+                                       "gpus": {"mig_share": 0.5, "mig_profiles": ["1g.5gb", "3g.20gb"],
+                                                "mig_probs": [0.5, 0.5]}})
+    plain_jobs, jobs = generate(base, seed=3, capacity_gpus=64).jobs, generate(mixed, seed=3, capacity_gpus=64).jobs
+    mig = [j for j in jobs if j.mig_profile]
+    assert 0.3 < len(mig) / sum(j.n_gpus == 1 for j in jobs) < 0.7
+    assert {j.mig_profile for j in mig} == {"1g.5gb", "3g.20gb"} and all(j.gpu_mem_gib == 0 for j in mig)
+    assert 0.35 < sum(j.partition == "a" for j in jobs) / len(jobs) < 0.65
+    for old, new in zip(plain_jobs, jobs, strict=True):
+        assert dataclasses.replace(new, partition="", mig_profile="", gpu_milli=old.gpu_milli,
+                                   gpu_mem_gib=old.gpu_mem_gib) == old

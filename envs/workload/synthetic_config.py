@@ -13,10 +13,8 @@ shares follow Alibaba openb (Weng et al., ATC'23). Other figures are illustrativ
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -24,6 +22,18 @@ from typing import ClassVar
 from envs.core.cluster import MILLI_PER_GPU
 from envs.core.errors import ConfigError
 from envs.core.files import read_yaml
+from envs.core.mig import normalize_profile
+from envs.workload.config_fields import (
+    build,
+    check,
+    choice,
+    non_negative,
+    plain,
+    positive,
+    probabilities,
+    probability,
+    require,
+)
 
 ARRIVAL_PROCESSES = ("poisson", "diurnal")
 """Names accepted by ``arrivals.process``."""
@@ -31,48 +41,6 @@ ARRIVAL_PROCESSES = ("poisson", "diurnal")
 
 MAX_JOBS = 10_000_000
 """The most jobs a synthetic workload may have (a larger one is a configuration error, not a MemoryError)."""
-
-
-def _require(ok: bool, key: str, rule: str, value: object) -> None:
-    """Raise ``ConfigError("key: rule, got value")`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(f"{key}: {rule}, got {value!r}")
-
-
-def _key(obj: object, name: str) -> str:
-    """The full key of field ``name`` of config section ``obj``, e.g. ``runtime.median_s``."""
-    where = obj._where  # type: ignore[attr-defined]
-    return f"{where}.{name}" if where else name
-
-
-def _check(obj: object, names: Sequence[str], ok: typing.Callable[[float], bool], rule: str) -> None:
-    """Each field of ``names`` satisfies ``ok`` (every predicate used here is False for NaN)."""
-    for name in names:
-        _require(ok(getattr(obj, name)), _key(obj, name), rule, getattr(obj, name))
-
-
-def _positive(obj: object, *names: str) -> None:
-    _check(obj, names, lambda v: math.isfinite(v) and v > 0, "must be finite and > 0")
-
-
-def _non_negative(obj: object, *names: str) -> None:
-    _check(obj, names, lambda v: math.isfinite(v) and v >= 0, "must be finite and >= 0")
-
-
-def _probability(obj: object, *names: str) -> None:
-    _check(obj, names, lambda v: 0.0 <= v <= 1.0, "must be a probability in [0, 1]")
-
-
-def _choice(obj: object, values_name: str, probs_name: str) -> None:
-    """Fields ``values_name`` and ``probs_name`` form a discrete distribution: same non-zero length, values > 0,
-    probabilities >= 0 summing to 1."""
-    values, probs = getattr(obj, values_name), getattr(obj, probs_name)
-    values_key, probs_key = _key(obj, values_name), _key(obj, probs_name)
-    _require(len(values) > 0, values_key, "needs at least one value", values)
-    _require(all(math.isfinite(v) and v > 0 for v in values), values_key, "values must be finite and > 0", values)
-    _require(len(probs) == len(values), probs_key, f"needs one probability per value of {values_key}", probs)
-    _require(all(p >= 0 for p in probs), probs_key, "probabilities must be >= 0", probs)
-    _require(math.isclose(sum(probs), 1.0, abs_tol=1e-6), probs_key, "probabilities must sum to 1", probs)
 
 
 @dataclass(frozen=True)
@@ -90,10 +58,10 @@ class ArrivalConfig:
     peak_hour: float = 14.0  # time of day of the highest rate, in [0, 24) [h]
 
     def __post_init__(self) -> None:
-        _require(self.process in ARRIVAL_PROCESSES, "arrivals.process", f"must be one of {ARRIVAL_PROCESSES}",
+        require(self.process in ARRIVAL_PROCESSES, "arrivals.process", f"must be one of {ARRIVAL_PROCESSES}",
                  self.process)  # fmt: skip
-        _probability(self, "diurnal_amplitude")
-        _check(self, ["peak_hour"], lambda v: 0.0 <= v < 24.0, "must be in [0, 24)")
+        probability(self, "diurnal_amplitude")
+        check(self, ["peak_hour"], lambda v: 0.0 <= v < 24.0, "must be in [0, 24)")
 
 
 @dataclass(frozen=True)
@@ -112,10 +80,10 @@ class JobRuntimeConfig:
     max_s: float = 43200.0  # longest runtime [s]; 12 h, a common wall-time limit of shared clusters
 
     def __post_init__(self) -> None:
-        _positive(self, "median_s", "min_s", "max_s")
-        _non_negative(self, "sigma")
-        _check(self, ["gpu_scaling_exponent"], math.isfinite, "must be finite")
-        _check(self, ["max_s"], lambda v: v >= self.min_s, "must be >= min_s")
+        positive(self, "median_s", "min_s", "max_s")
+        non_negative(self, "sigma")
+        check(self, ["gpu_scaling_exponent"], math.isfinite, "must be finite")
+        check(self, ["max_s"], lambda v: v >= self.min_s, "must be >= min_s")
 
 
 @dataclass(frozen=True)
@@ -140,20 +108,23 @@ class GpuDemandConfig:
     mig_probs: tuple[float, ...] = ()  # their probabilities
 
     def __post_init__(self) -> None:
-        _choice(self, "counts", "probs")
-        _probability(self, "mig_share")
-        _require(len(self.mig_profiles) == len(self.mig_probs), "gpus.mig_probs", "needs one per profile",
-                 self.mig_probs)
-        if self.mig_share > 0:
-            _require(bool(self.mig_profiles) and all(p >= 0 for p in self.mig_probs)
-                     and math.isclose(sum(self.mig_probs), 1.0, abs_tol=1e-6), "gpus.mig_probs",
-                     "need profiles with probabilities >= 0 summing to 1 when mig_share > 0", self.mig_probs)
-        _require(len(set(self.counts)) == len(self.counts), "gpus.counts", "must not repeat a count", self.counts)
-        _probability(self, "fractional_share")
-        _choice(self, "fractional_milli", "fractional_probs")
-        _require(max(self.fractional_milli) < MILLI_PER_GPU, "gpus.fractional_milli",
+        choice(self, "counts", "probs")
+        probability(self, "mig_share")
+        if self.mig_share > 0 or self.mig_profiles or self.mig_probs:
+            require(bool(self.mig_profiles), "gpus.mig_profiles", "needs a profile when mig_share > 0",
+                    self.mig_profiles)
+            for name in self.mig_profiles:
+                try:
+                    normalize_profile(name)
+                except ValueError as exc:
+                    raise ConfigError(f"gpus.mig_profiles: {exc}") from None
+            probabilities(self, "mig_probs", "mig_profiles")
+        require(len(set(self.counts)) == len(self.counts), "gpus.counts", "must not repeat a count", self.counts)
+        probability(self, "fractional_share")
+        choice(self, "fractional_milli", "fractional_probs")
+        require(max(self.fractional_milli) < MILLI_PER_GPU, "gpus.fractional_milli",
                  f"shares must be in 1..{MILLI_PER_GPU - 1}", self.fractional_milli)  # fmt: skip
-        _positive(self, "comm_alpha_per_doubling", "comm_beta")
+        positive(self, "comm_alpha_per_doubling", "comm_beta")
 
 
 # The wall times users type [s]: 5, 15, 30 min; 1, 2, 4, 8, 12 h; 1, 2, 3, 7 days.
@@ -178,12 +149,12 @@ class EstimateConfig:
     human_values_s: tuple[float, ...] = HUMAN_WALL_TIMES_S  # the values to round up to, increasing [s]
 
     def __post_init__(self) -> None:
-        _check(self, ["factor_median"], lambda v: math.isfinite(v) and v >= 1, "must be finite and >= 1")
-        _non_negative(self, "factor_sigma")
+        check(self, ["factor_median"], lambda v: math.isfinite(v) and v >= 1, "must be finite and >= 1")
+        non_negative(self, "factor_sigma")
         values = self.human_values_s
-        _require(len(values) > 0 and all(math.isfinite(v) and v > 0 for v in values), "estimates.human_values_s",
+        require(len(values) > 0 and all(math.isfinite(v) and v > 0 for v in values), "estimates.human_values_s",
                  "needs at least one value, all finite and > 0", values)  # fmt: skip
-        _require(list(values) == sorted(set(values)), "estimates.human_values_s", "must be strictly increasing", values)
+        require(list(values) == sorted(set(values)), "estimates.human_values_s", "must be strictly increasing", values)
 
 
 @dataclass(frozen=True)
@@ -205,11 +176,11 @@ class ConstraintConfig:
     ram_mib_per_gpu: int = 32768  # RAM per GPU [MiB]
 
     def __post_init__(self) -> None:
-        _probability(self, "typed_share", "memory_share")
-        _require(self.typed_share == 0 or len(self.typed_gpu_types) > 0, "constraints.typed_gpu_types",
+        probability(self, "typed_share", "memory_share")
+        require(self.typed_share == 0 or len(self.typed_gpu_types) > 0, "constraints.typed_gpu_types",
                  "must name at least one type when typed_share > 0", sorted(self.typed_gpu_types))  # fmt: skip
-        _choice(self, "memory_gib", "memory_probs")
-        _non_negative(self, "cpu_milli_per_gpu", "ram_mib_per_gpu")
+        choice(self, "memory_gib", "memory_probs")
+        non_negative(self, "cpu_milli_per_gpu", "ram_mib_per_gpu")
 
 
 @dataclass(frozen=True)
@@ -227,9 +198,9 @@ class UserConfig:
     n_teams: int = 8  # teams
 
     def __post_init__(self) -> None:
-        _positive(self, "n_users")
-        _non_negative(self, "zipf_exponent")
-        _check(self, ["n_teams"], lambda v: 1 <= v <= self.n_users, "must be in 1..n_users")
+        positive(self, "n_users")
+        non_negative(self, "zipf_exponent")
+        check(self, ["n_teams"], lambda v: 1 <= v <= self.n_users, "must be in 1..n_users")
 
 
 @dataclass(frozen=True)
@@ -242,11 +213,9 @@ class PartitionMixConfig:
     shares: tuple[float, ...] = ()  # their probabilities
 
     def __post_init__(self) -> None:
-        _require(len(self.names) == len(self.shares), "partitions.shares", "needs one share per name", self.shares)
-        _require(len(set(self.names)) == len(self.names), "partitions.names", "must be distinct", self.names)
-        if self.names:
-            _require(all(s >= 0 for s in self.shares) and math.isclose(sum(self.shares), 1.0, abs_tol=1e-6),
-                     "partitions.shares", "must be >= 0 and sum to 1", self.shares)
+        require(len(set(self.names)) == len(self.names), "partitions.names", "must be distinct", self.names)
+        if self.names or self.shares:
+            probabilities(self, "shares", "names")
 
 
 @dataclass(frozen=True)
@@ -266,10 +235,10 @@ class DataConfig:
     size_max_gib: float = 1000.0  # largest dataset [GiB]
 
     def __post_init__(self) -> None:
-        _probability(self, "share")
-        _positive(self, "n_datasets", "size_median_gib", "size_min_gib", "size_max_gib")
-        _non_negative(self, "zipf_exponent", "size_sigma")
-        _check(self, ["size_max_gib"], lambda v: v >= self.size_min_gib, "must be >= size_min_gib")
+        probability(self, "share")
+        positive(self, "n_datasets", "size_median_gib", "size_min_gib", "size_max_gib")
+        non_negative(self, "zipf_exponent", "size_sigma")
+        check(self, ["size_max_gib"], lambda v: v >= self.size_min_gib, "must be >= size_min_gib")
 
 
 @dataclass(frozen=True)
@@ -282,8 +251,8 @@ class CheckpointConfig:
     probs: tuple[float, ...] = (0.3, 0.4, 0.3)  # their probabilities
 
     def __post_init__(self) -> None:
-        _probability(self, "share")
-        _choice(self, "interval_s", "probs")
+        probability(self, "share")
+        choice(self, "interval_s", "probs")
 
 
 @dataclass(frozen=True)
@@ -301,8 +270,8 @@ class PriorityClass:
         return f"priority_classes[{self.name!r}]"
 
     def __post_init__(self) -> None:
-        _require(bool(self.name), "priority_classes.name", "every class needs a non-empty name", self.name)
-        _probability(self, "share", "preemptible_share")
+        require(bool(self.name), "priority_classes.name", "every class needs a non-empty name", self.name)
+        probability(self, "share", "preemptible_share")
 
 
 DEFAULT_PRIORITY_CLASSES = (
@@ -337,20 +306,20 @@ class SyntheticConfig:
     partitions: PartitionMixConfig = field(default_factory=PartitionMixConfig)
 
     def __post_init__(self) -> None:
-        _require(bool(self.name), "name", "must be non-empty", self.name)
-        _positive(self, "n_jobs", "target_load")
-        _require(self.n_jobs <= MAX_JOBS, "n_jobs", f"must be at most {MAX_JOBS:,}", self.n_jobs)
+        require(bool(self.name), "name", "must be non-empty", self.name)
+        positive(self, "n_jobs", "target_load")
+        require(self.n_jobs <= MAX_JOBS, "n_jobs", f"must be at most {MAX_JOBS:,}", self.n_jobs)
         classes = self.priority_classes
         names = [c.name for c in classes]
-        _require(len(classes) > 0, "priority_classes", "needs at least one class", classes)
-        _require(len(set(names)) == len(names), "priority_classes", "names must be distinct", names)
+        require(len(classes) > 0, "priority_classes", "needs at least one class", classes)
+        require(len(set(names)) == len(names), "priority_classes", "names must be distinct", names)
         shares = [c.share for c in classes]
-        _require(math.isclose(sum(shares), 1.0, abs_tol=1e-6), "priority_classes.share", "shares must sum to 1", shares)
+        require(math.isclose(sum(shares), 1.0, abs_tol=1e-6), "priority_classes.share", "shares must sum to 1", shares)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> SyntheticConfig:
         """A config from a (YAML-parsed) mapping; missing keys take their defaults, unknown keys are errors."""
-        return _build(cls, data, "")
+        return build(cls, data, "")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> SyntheticConfig:
@@ -367,57 +336,4 @@ class SyntheticConfig:
 
     def to_dict(self) -> dict[str, object]:
         """The config as plain YAML-ready data; ``from_dict(to_dict())`` gives an equal config."""
-        return _plain(self)  # type: ignore[return-value]
-
-
-def _build(cls: type, data: object, path: str) -> typing.Any:
-    """Instantiate dataclass ``cls`` from ``data``, checking keys and value types; ``path`` prefixes error keys."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{path or 'workload config'}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    for key in data:
-        if key not in names:
-            raise ConfigError(f"{path}{key}: unknown key (known: {', '.join(sorted(names))})")
-    for f in dataclasses.fields(cls):
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        if required and f.name not in data:
-            raise ConfigError(f"{path}{f.name}: missing required key")
-    kwargs = {key: _convert(value, hints[key], f"{path}{key}") for key, value in data.items()}
-    return cls(**kwargs)
-
-
-def _convert(value: object, hint: object, key: str) -> object:
-    """``value`` checked against type ``hint`` (scalars, tuples, frozensets, nested dataclasses)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value, f"{key}.")  # type: ignore[arg-type]
-    if origin in (tuple, frozenset):
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
-        items = [_convert(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else frozenset(items)
-    if hint is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return _typed(ok, key, "a number", value, float)
-    if hint is int:
-        return _typed(isinstance(value, int) and not isinstance(value, bool), key, "an integer", value, int)
-    if hint is bool:
-        return _typed(isinstance(value, bool), key, "true or false", value, bool)
-    return _typed(isinstance(value, str), key, "a string", value, str)
-
-
-def _typed(ok: bool, key: str, what: str, value: object, kind: type) -> object:
-    _require(ok, key, f"expected {what}", value)
-    return kind(value)
-
-
-def _plain(value: object) -> object:
-    """Dataclasses → dicts, tuples → lists, frozensets → sorted lists; for YAML dumps and run folders."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, frozenset):
-        return sorted(value)
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
+        return plain(self)  # type: ignore[return-value]
