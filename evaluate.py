@@ -5,8 +5,9 @@
     python evaluate.py --suite rlscheduler --workload swf:../shared/traces/lublin-synthetic/lublin_256.swf
     python evaluate.py --suite gpu --workers 2 --json
     python evaluate.py --scenario none,flaky --policies fcfs+easy,tiresias      # the same runs with failures
+    python evaluate.py --metrics-window 0.1          # the steady state: first and last 10% of jobs left out
 
-Workloads: a synthetic preset name or YAML path, or a trace as FORMAT:PATH (swf, philly, openb, tiresias). Policy
+Workloads: a synthetic preset or YAML path, or a trace FORMAT:PATH (swf, philly, openb, tiresias, sacct, helios). Policy
 names: ORDER[+BACKFILL][/PLACEMENT] or rls:ORDER[/BY@FRACTION][+rlsbackfill] (``python -m baselines`` lists them),
 a model's RUN/model.zip, or rls:RUN/model.zip[+ORDER@RATIO] for a peer-mode model. Scenarios (``--scenario``):
 names under configs/scenarios (none, low, high, outages, flaky) or YAML paths; each run draws its failures and
@@ -33,6 +34,7 @@ from typing import Any
 from envs.core.cli import ArgumentParser, at_least, run_cli
 from envs.core.dynamics import NO_DYNAMICS
 from envs.core.errors import ConfigError
+from envs.core.metrics import WHOLE_RUN, window_fractions
 from evaluation.aggregate import markdown_table
 from evaluation.backends import BACKENDS, Result, execute
 from evaluation.report import write_run_folder
@@ -60,6 +62,15 @@ def _floats(text: str) -> list[float]:
     return values
 
 
+def _window(text: str) -> tuple[float, float]:
+    try:
+        parts = [float(x) for x in text.split(",")]
+        return window_fractions(parts[0] if len(parts) == 1 else parts)
+    except (ValueError, ConfigError):
+        raise argparse.ArgumentTypeError(f"expected a fraction F or HEAD,TAIL, each >= 0 and < 0.5, got {text!r}") \
+            from None
+
+
 def _names(text: str) -> list[str]:
     names = [x.strip() for x in text.split(",") if x.strip()]
     if not names:
@@ -71,12 +82,18 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     parser = ArgumentParser(prog="evaluate.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=SUITES, default="default", help="which suite (default: default)")
     parser.add_argument("--policies", help="comma-separated policy names (default: the suite's)")
-    parser.add_argument("--workload", action="append", default=[], help="preset name, YAML or FORMAT:PATH; repeat")
-    parser.add_argument("--cluster", help="cluster preset, YAML, swf:N or openb:PATH (default: the workload's)")
+    parser.add_argument("--workload", action="append", default=[], help="preset name, YAML or FORMAT:PATH "
+                        "(swf, philly, openb, tiresias, sacct, helios); repeat")
+    parser.add_argument("--cluster", help="cluster preset, YAML, swf:N, or openb:, scontrol:, sinfo:, kubectl:PATH "
+                        "(default: the workload's)")
     parser.add_argument("--seeds", type=_ints, default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
     parser.add_argument("--load", type=_floats, default=[1.0], help="comma-separated load factors (default 1)")
     parser.add_argument("--scenario", type=_names, default=[NO_DYNAMICS],
                         help="comma-separated dynamics scenarios: failures and outages (default none)")
+    parser.add_argument("--metrics-window", type=_window, default=WHOLE_RUN, metavar="F|HEAD,TAIL",
+                        help="the steady state: leave the first and last fraction of the jobs (by submit time) out "
+                        "of the metrics, and count GPU time between the first and last kept submit (default 0: the "
+                        "whole run; envs/core/metrics.py)")
     parser.add_argument("--policy-config", help="YAML: orders' parameters, k8s weights, partitions and quotas "
                         "(baselines/config.py)")
     parser.add_argument("--starts", type=_ints, help="first job of each trace window: rlscheduler sequences "
@@ -100,11 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_key(spec: RunSpec) -> list[Any]:
-    """What identifies a run among the records of a run folder."""
+    """What identifies a run among the records of a run folder; its metrics window too, so that a rerun with another
+    ``--metrics-window`` computes its rows again (a whole-run key is what it was before windows existed)."""
     key = [spec.policy, spec.workload, spec.cluster, spec.seed, spec.load, list(spec.window or ()), spec.label]
     if spec.dynamics != NO_DYNAMICS:
         key.append(spec.dynamics)
-    return key if spec.policy_config is None else [*key, {"policy_config": spec.policy_config}]
+    if spec.policy_config is not None:
+        key.append({"policy_config": spec.policy_config})
+    return [*key, {"metrics_window": list(spec.metrics_window)}] if spec.windowed else key
 
 
 def check_all(specs: Sequence[RunSpec]) -> None:
@@ -151,8 +171,8 @@ def evaluate(args: Any) -> int:
                         args.cluster, args.seeds, args.load, args.starts, args.length, args.scenario)
     if not specs:
         raise ConfigError("nothing to run (no seeds, loads or policies)")
-    if args.policy_config:
-        specs = [dataclasses.replace(spec, policy_config=args.policy_config) for spec in specs]
+    specs = [dataclasses.replace(spec, policy_config=args.policy_config, metrics_window=args.metrics_window)
+             for spec in specs]
     check_all(specs)
     out = args.out or Path("runs") / f"eval-{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
     prepare_out(out)
@@ -180,14 +200,18 @@ def evaluate(args: Any) -> int:
                for row, _, timing in results]
     plots = not args.no_plots
     try:
-        summary, figures = write_run_folder(out, rows, traces, timings, plots)
+        summary, figures = write_run_folder(out, rows, traces, timings, plots, args.metrics_window)
     except ImportError as exc:  # matplotlib missing: keep the tables, say how to get the plots
         print(f"evaluate.py: no plots: {exc}", file=sys.stderr)
-        summary, figures = write_run_folder(out, rows, traces, timings, plots=False)
+        summary, figures = write_run_folder(out, rows, traces, timings, False, args.metrics_window)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
     print(markdown_table(summary["results"]))
+    if args.metrics_window != WHOLE_RUN:
+        head, tail = args.metrics_window
+        print(f"\nsteady state (--metrics-window): the first {head * 100:g}% and the last {tail * 100:g}% of the "
+              "jobs by submit time left out; GPU time counted between the first and the last kept submit")
     latency = ", ".join(f"{p} {v['p50']:.0f}/{v['p99']:.0f}" for p, v in summary["decision_latency_us"].items())
     print(f"\ndecision latency p50/p99 [µs]: {latency}")
     print(f"run folder: {out} (results.csv, timing.csv, summary.json, {RUNS_FILE}{', ' if figures else ''}"

@@ -1,4 +1,4 @@
-"""Aggregate per-run result rows over seeds (SPEC §9): means, bootstrap 95 % confidence intervals, a Markdown table.
+"""Aggregate per-run result rows over seeds (SPEC §9): means, bootstrap 95 % confidence intervals, Markdown tables.
 
 A *row* is the flat dict of one run (policy × workload × seed × load): the identifying keys :data:`ID_KEYS` plus
 every key of :func:`envs.core.metrics.summarize` and the run keys of :data:`RUN_KEYS_DOC`. :func:`aggregate` turns the
@@ -24,8 +24,9 @@ import numpy as np
 
 from envs.core.metrics import METRIC_DOCS
 
-ID_KEYS = ("policy", "workload", "cluster", "seed", "load")
-"""Keys of a row that identify the run; every other key is a numeric metric."""
+ID_KEYS = ("policy", "workload", "cluster", "seed", "load", "metrics_window")
+"""Keys of a row that identify the run; every other key is a numeric metric. ``metrics_window`` (``"HEAD,TAIL"``,
+the fractions of the jobs the metrics left out at each end) is there only in the rows of a steady-state window."""
 
 CI_LEVEL = 0.95
 """Coverage of the bootstrap confidence intervals [fraction]."""
@@ -172,12 +173,25 @@ def _escape(text: object) -> str:
 def markdown_table(summary: Sequence[Mapping[str, Any]], keys: Sequence[str] = DEFAULT_TABLE_KEYS) -> str:
     """A Markdown table of ``summary`` (from :func:`aggregate`): one row per (policy, workload), one column per
     metric key, cells as :func:`format_cell` writes them. No trailing newline."""
-    header = ["policy", "workload", "seeds", *keys]
+    return comparison_table({"": summary}, keys)
+
+
+def comparison_table(summaries: Mapping[str, Sequence[Mapping[str, Any]]],
+                     keys: Sequence[str] = DEFAULT_TABLE_KEYS) -> str:
+    """A Markdown table of labelled summaries of the same runs side by side (``{"whole run": ..., "steady state":
+    ...}``, each from :func:`aggregate`): one row per (policy, workload) of the first summary, its seeds, and for
+    each metric key one column per summary, headed ``key (label)`` (``key`` for an empty label); cells as
+    :func:`format_cell` writes them, "—" where a summary lacks the (policy, workload). No trailing newline."""
+    labels = list(summaries)
+    tables = [{(e["policy"], e["workload"]): e for e in summary} for summary in summaries.values()]
+    columns = [f"{key} ({label})" if label else key for key in keys for label in labels]
     lines = [
-        "| " + " | ".join(_escape(name) for name in header) + " |",
-        "|---|---|---:|" + "---:|" * len(keys),
+        "| " + " | ".join(_escape(name) for name in ["policy", "workload", "seeds", *columns]) + " |",
+        "|---|---|---:|" + "---:|" * len(columns),
     ]
-    for entry in summary:
-        cells = [entry["policy"], entry["workload"], entry["n_seeds"], *(format_cell(entry, key) for key in keys)]
+    for entry in summaries[labels[0]]:
+        run = (entry["policy"], entry["workload"])
+        cells = [entry["policy"], entry["workload"], entry["n_seeds"],
+                 *(format_cell(table[run], key) if run in table else "—" for key in keys for table in tables)]
         lines.append("| " + " | ".join(_escape(cell) for cell in cells) + " |")
     return "\n".join(lines)

@@ -1,8 +1,9 @@
 """One evaluation run: a policy on a workload (one seed, one load factor), on the simulator or the peer engine.
 
-A run gives a *row* (the SPEC §7 metrics, deterministic) and a *trace* (per-job data for the plots). Wall-clock
-figures (decision latency, simulation time) are kept apart from the row, in ``timing``, so that result tables do
-not depend on the machine, the backend or the number of workers.
+A run gives a *row* (the SPEC §7 metrics, deterministic; of the whole run, or of the steady state that
+``RunSpec.metrics_window`` keeps) and a *trace* (per-job data for the plots). Wall-clock figures (decision latency,
+simulation time) are kept apart from the row, in ``timing``, so that result tables do not depend on the machine,
+the backend or the number of workers.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from agents.peer_policy import is_model_name, parse_model_name
 from baselines import make
 from baselines.config import PolicyConfig, load_policy_config
 from baselines.registry import RLS_PREFIX
-from envs.core import ConfigError, JobLog, summarize
+from envs.core import ConfigError, JobLog, JobState, summarize
 from envs.core.dynamics import NO_DYNAMICS
+from envs.core.metrics import WHOLE_RUN, window_fractions, window_records
 from envs.peer.engine import run_sequence
 from envs.peer.joblog import peer_log
 from envs.peer.swf import PeerTrace, peer_trace_once
@@ -45,6 +47,16 @@ class RunSpec:
     label: str | None = None  # workload name in the tables (default: derived from the spec)
     dynamics: str = NO_DYNAMICS  # failures and outages: a scenario name or YAML path, drawn with the seed
     policy_config: str | None = None  # a policy config file: orders' parameters, k8s weights, quotas, partitions
+    metrics_window: tuple[float, float] = WHOLE_RUN  # fractions of the jobs, by submit time, that the metrics leave
+    # out at the start and at the end (envs.core.metrics: the steady state); (0, 0): the whole run
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metrics_window", window_fractions(self.metrics_window))  # or ConfigError
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the metrics leave jobs out at either end (a steady-state window, not the whole run)."""
+        return self.metrics_window != WHOLE_RUN
 
     @property
     def peer(self) -> bool:
@@ -102,9 +114,15 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
         latencies = policy.latencies_s
     p50, p99 = np.percentile(latencies, [50, 99]) * 1e6 if latencies else (0.0, 0.0)
     row = {"policy": spec.policy, "workload": spec.workload_label, "cluster": log.cluster_name, "seed": spec.seed,
-           "load": spec.load, **summarize(log)}
+           "load": spec.load, **_window_column(spec), **summarize(log, spec.metrics_window)}
     timing = {"decision_p50_us": float(p50), "decision_p99_us": float(p99), "sim_wall_s": time.perf_counter() - t0}
     return row, _trace(spec, row, log), timing
+
+
+def _window_column(spec: RunSpec) -> dict[str, str]:
+    """The row's ``metrics_window`` column, ``"HEAD,TAIL"`` (fractions of the jobs left out at each end); none for
+    the whole run, whose rows stay as they were."""
+    return {"metrics_window": ",".join(map(str, spec.metrics_window))} if spec.windowed else {}
 
 
 def _config(spec: RunSpec) -> PolicyConfig | None:
@@ -195,12 +213,15 @@ def _run_peer_heuristic(name: str, jobs: Any, trace: PeerTrace) -> tuple[Any, li
 
 
 def _trace(spec: RunSpec, row: dict[str, Any], log: JobLog) -> dict[str, Any]:
+    """The plots' per-job data: the waits of the jobs the metrics window keeps (all, for the whole run), and every
+    job's GPU intervals for utilization over time and the Gantt chart."""
     done = log.completed()
     gantt = [[r.job.job_id, r.start_time_s, r.finish_time_s, list(r.gpus)] for r in done] \
         if len(done) <= GANTT_MAX_JOBS and all(len(r.gpus) for r in done) else []
+    kept = window_records(log, spec.metrics_window)[0]
     return {
         "policy": row["policy"], "workload": row["workload"], "seed": spec.seed, "total_gpus": log.total_gpus,
-        "wait_s": [r.wait_s for r in done],
+        "wait_s": [r.wait_s for r in kept if r.state is JobState.COMPLETED],
         "intervals": [[r.start_time_s, r.finish_time_s, r.job.gpu_share] for r in done],
         "gantt": gantt,
     }

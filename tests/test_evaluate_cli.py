@@ -137,3 +137,75 @@ def test_unknown_scenarios_and_peer_runs_with_dynamics_are_refused():
     specs = suite_specs("rlscheduler", ["rls:fcfs"], [f"swf:{LUBLIN}"], starts=[0], length=16, dynamics=["low"])
     with pytest.raises(ConfigError, match="the peer engine has no failures or outages"):
         check(specs[0])
+
+
+def test_metrics_window_is_recorded_and_a_rerun_with_another_window_computes_again(tmp_path):
+    out = tmp_path / "out"
+    evaluate(*SMALL, "--out", str(out), "--no-plots")
+    whole = list(csv.DictReader((out / "results.csv").open()))
+    assert "metrics_window" not in whole[0]  # the whole run's rows are as they were
+    assert json.loads((out / "summary.json").read_text())["metrics_window"] == [0.0, 0.0]
+
+    done = evaluate(*SMALL, "--out", str(out), "--no-plots", "--metrics-window", "0.1")
+    assert "already in" not in done.stderr and "steady state (--metrics-window): the first 10%" in done.stdout
+    steady = list(csv.DictReader((out / "results.csv").open()))
+    assert [r["metrics_window"] for r in steady] == ["0.1,0.1"] * 4
+    assert all(int(s["n_jobs"]) == int(w["n_jobs"]) * 8 // 10 for s, w in zip(steady, whole, strict=True))
+    assert [s["mean_wait_s"] for s in steady] != [w["mean_wait_s"] for w in whole]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["metrics_window"] == [0.1, 0.1] and "kept jobs" in summary["window_docs"]["mean_wait_s"]
+
+    again = evaluate(*SMALL, "--out", str(out), "--no-plots", "--metrics-window", "0.1,0.1")
+    assert "4 of 4 runs are already in" in again.stderr
+    assert list(csv.DictReader((out / "results.csv").open())) == steady
+    evaluate(*SMALL, "--out", str(out), "--no-plots", "--metrics-window", "0.05,0.2")
+    assert {r["metrics_window"] for r in csv.DictReader((out / "results.csv").open())} == {"0.05,0.2"}
+    assert len((out / "runs.jsonl").read_text().splitlines()) == 12  # three windows, each run once
+    assert "4 of 4 runs are already in" in evaluate(*SMALL, "--out", str(out), "--no-plots").stderr
+    assert list(csv.DictReader((out / "results.csv").open())) == whole
+
+
+@pytest.mark.parametrize("window", ["-0.1", "0.5", "abc", "0.1,0.2,0.3", "nan", ""])
+def test_bad_metrics_windows_exit_2_with_one_line(window):
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), *SMALL, "--metrics-window", window],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [f"evaluate.py: error: argument --metrics-window: expected a fraction F or "
+                                        f"HEAD,TAIL, each >= 0 and < 0.5, got {window!r}"]
+
+
+def test_a_window_with_an_empty_period_is_one_line(tmp_path):
+    trace = tmp_path / "burst.swf"  # four jobs submitted at once: no period between the first and last kept
+    trace.write_text("; MaxProcs: 4\n" + "".join(f"{i} 0 0 60 1 -1 -1 1 100 -1 1 1 -1 -1 -1 -1 -1 -1\n"
+                                                  for i in range(1, 5)))
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--workload", f"swf:{trace}", "--policies",
+                           "fifo", "--seeds", "0", "--json", "--out", str(tmp_path / "out"), "--metrics-window",
+                           "0.25"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == ["evaluate.py: error: metrics window 0.25,0.25: the 2 kept jobs of 4 were "
+                                        "all submitted at 0 s, so the period is empty"]
+
+
+def test_the_steady_state_comparison_is_callable_from_another_script(tmp_path):
+    sys.path.insert(0, str(ROOT / "docs" / "results"))
+    try:
+        from default_suite import steady_state_changes, steady_state_summaries, steady_state_table
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "results"))
+    whole, steady = steady_state_summaries(tmp_path, *SMALL, "--no-plots", "--workers", "1")
+    lines = steady_state_table(whole, steady).splitlines()
+    assert lines[0].startswith("| policy | workload | seeds | mean_wait_s (whole run) | mean_wait_s (steady state) |")
+    assert [line.split(" | ")[0] for line in lines[2:]] == ["| fifo", "| sjf+easy/pack"]
+    assert steady["metrics_window"] == [0.1, 0.1] and "utilization is higher for" in steady_state_changes(whole, steady)
+
+
+def test_a_one_summary_comparison_is_the_plain_table():
+    from evaluation.aggregate import aggregate, comparison_table, markdown_table
+
+    rows = [{"policy": p, "workload": "w", "cluster": "c", "seed": s, "load": 1.0, "mean_wait_s": 10.0 * s + i}
+            for i, p in enumerate(("fifo", "sjf")) for s in range(3)]
+    summary = aggregate(rows)
+    assert comparison_table({"": summary}, ["mean_wait_s"]) == markdown_table(summary, ["mean_wait_s"])
+    both = comparison_table({"a": summary, "b": summary[:1]}, ["mean_wait_s"]).splitlines()
+    assert both[0] == "| policy | workload | seeds | mean_wait_s (a) | mean_wait_s (b) |"
+    assert both[3].endswith(" | — |")  # sjf is not in b
