@@ -3,10 +3,13 @@
 Spec strings:
 
 - a workload: a synthetic preset name (``default``, ``small``) or generator YAML path; or a trace as
-  ``FORMAT:PATH`` with FORMAT one of ``swf``, ``philly``, ``openb``, ``tiresias`` (:func:`trace_spec`);
+  ``FORMAT:PATH`` with FORMAT one of ``swf``, ``philly``, ``openb``, ``tiresias``, ``sacct``, ``helios``
+  (:func:`trace_spec`);
 - a cluster (:func:`load_cluster`): a preset name (``tiny``), a preset YAML path, ``swf:N`` (an SWF machine of N
-  processors) or ``openb:NODE_LIST.csv``; ``auto``, empty or None (:func:`scenario_cluster`): a trace's natural cluster
-  (:func:`~envs.workload.loaders.natural_cluster`), :data:`DEFAULT_CLUSTER` for a synthetic workload;
+  processors), ``openb:NODE_LIST.csv``, or an operator's node export (:data:`CLUSTER_FILE_FORMATS`):
+  ``scontrol:PATH`` (``scontrol show node --oneliner``), ``sinfo:PATH`` (``sinfo -N -o "%N %P %c %m %G"``) or
+  ``kubectl:PATH`` (``kubectl get nodes -o json``); ``auto``, empty or None (:func:`scenario_cluster`): a trace's
+  natural cluster (:func:`~envs.workload.loaders.natural_cluster`), :data:`DEFAULT_CLUSTER` for a synthetic workload;
 - a runtime model: ``full`` or ``rigid`` (:meth:`~envs.core.runtime.RuntimeConfig.named`); a run's default
   (:func:`default_runtime_model`) is ``rigid`` for SWF traces, whose jobs are rigid, and ``full`` otherwise;
 - dynamics (failures, repairs, scheduler outages): a scenario name under ``configs/scenarios/`` (``none``, ``low``,
@@ -21,6 +24,7 @@ immutable job table.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -31,9 +35,11 @@ from envs.core.errors import ConfigError
 from envs.core.governance import governance_from_dict
 from envs.core.presets import load_preset
 from envs.core.runtime import RuntimeConfig
+from envs.workload.kubectl import load_kubectl_cluster
 from envs.workload.loaders import TRACE_FORMATS, load_trace, natural_cluster
 from envs.workload.openb import load_openb_cluster
 from envs.workload.reader import no_jobs_left
+from envs.workload.slurm_nodes import load_scontrol_cluster, load_sinfo_cluster
 from envs.workload.synthetic import generate, load_workload_config
 from envs.workload.synthetic_config import SyntheticConfig
 from envs.workload.table import Workload
@@ -43,6 +49,14 @@ DEFAULT_CLUSTER = "hetero-64"
 
 AUTO = "auto"
 """The cluster spec that means "the workload's natural cluster"."""
+
+CLUSTER_FILE_FORMATS: dict[str, Callable[[str], ClusterSpec]] = {
+    "openb": load_openb_cluster,  # an Alibaba openb node list
+    "scontrol": load_scontrol_cluster,  # scontrol show node --oneliner
+    "sinfo": load_sinfo_cluster,  # sinfo -N -o "%N %P %c %m %G"
+    "kubectl": load_kubectl_cluster,  # kubectl get nodes -o json
+}
+"""Loader of each node-file cluster spec ``FORMAT:PATH``."""
 
 
 @dataclass(frozen=True)
@@ -79,15 +93,19 @@ def trace_spec(workload: str) -> TraceSpec | None:
 
 
 def load_cluster(spec: str | Path) -> ClusterSpec:
-    """A cluster from a preset name (``tiny``), a YAML path, ``swf:N`` (N processors) or ``openb:NODE_LIST.csv``."""
+    """A cluster from a preset name (``tiny``), a YAML path, ``swf:N`` (N processors), or ``FORMAT:PATH`` of a
+    node file with FORMAT one of :data:`CLUSTER_FILE_FORMATS` (``openb``, ``scontrol``, ``sinfo``, ``kubectl``)."""
     text = str(spec)
     if text.startswith("swf:"):
         try:
             return swf_machine(int(text[4:]))
         except ValueError as exc:
             raise ConfigError(f"cluster {text!r}: expected swf:N with an integer N") from exc
-    if text.startswith("openb:"):
-        return load_openb_cluster(text[6:])
+    fmt, colon, path = text.partition(":")
+    if colon and fmt in CLUSTER_FILE_FORMATS:
+        if not path:
+            raise ConfigError(f"cluster {text!r}: expected {fmt}:PATH")
+        return CLUSTER_FILE_FORMATS[fmt](path)
     return load_preset(text)
 
 

@@ -1,9 +1,15 @@
 """One entry point for every trace format: detect the format of a file and load it into a :class:`Workload`.
 
+Formats: ``swf`` (:mod:`envs.workload.swf`), ``philly``, ``openb``, ``tiresias``, ``sacct`` (Slurm's
+``sacct --parsable2``, :mod:`envs.workload.sacct`) and ``helios`` (SenseTime's ``cluster_log.csv``,
+:mod:`envs.workload.helios`).
+
 Detection (:func:`detect_format`), first match wins: a name ending in ``.swf`` or ``.swf.gz`` → ``swf``; else the
 first non-blank line: ``;`` (an SWF header comment) → ``swf``, ``#job id`` → ``philly``, ``name,cpu_milli`` →
-``openb``, ``job_id,num_gpu,submit_time`` → ``tiresias``. Anything else, an openb node list included (a cluster,
-not a workload), raises :class:`UnknownTraceFormat`.
+``openb``, ``job_id,num_gpu,submit_time`` → ``tiresias``, a ``|``-separated header naming ``JobIDRaw`` →
+``sacct``, a comma-separated header naming every column of :data:`~envs.workload.helios.HELIOS_COLUMNS` →
+``helios``. Anything else raises :class:`UnknownTraceFormat`; a cluster file (an openb node list, ``scontrol`` or
+``sinfo`` output, ``kubectl`` JSON) gets a hint to give it as a cluster instead.
 
 :func:`natural_cluster` is the cluster a trace is replayed on when none is given: an SWF trace's own machine, the
 openb node list beside the pod list, the ``philly-like`` preset for Philly.
@@ -17,9 +23,11 @@ from pathlib import Path
 from envs.core.cluster import ClusterSpec, swf_machine
 from envs.core.errors import ConfigError, TraceFormatError
 from envs.core.presets import load_preset
+from envs.workload.helios import HELIOS_COLUMNS, load_helios
 from envs.workload.openb import OPENB_NODE_LIST, load_openb, load_openb_cluster
 from envs.workload.philly import load_philly
 from envs.workload.reader import check_comm_sensitivity, first_line
+from envs.workload.sacct import load_sacct
 from envs.workload.swf import load_swf
 from envs.workload.table import Workload
 from envs.workload.tiresias import load_tiresias
@@ -29,6 +37,8 @@ TRACE_FORMATS: dict[str, Callable[..., Workload]] = {
     "philly": load_philly,
     "openb": load_openb,
     "tiresias": load_tiresias,
+    "sacct": load_sacct,
+    "helios": load_helios,
 }
 """Loader of each format name, called as ``loader(path, comm_sensitivity)``."""
 
@@ -40,6 +50,12 @@ _HEADER_PREFIXES = (
     ("#job id", "philly"),
     ("name,cpu_milli", "openb"),
     ("job_id,num_gpu,submit_time", "tiresias"),
+)
+_CLUSTER_HINTS = (
+    ("sn,cpu_milli", "an openb node list: a cluster, not a workload; give it as openb:PATH"),
+    ("NodeName=", "scontrol show node output: a cluster, not a workload; give it as scontrol:PATH"),
+    ("NODELIST", "sinfo output: a cluster, not a workload; give it as sinfo:PATH"),
+    ("{", "JSON, such as kubectl get nodes -o json: a cluster, not a workload; give it as kubectl:PATH"),
 )
 
 
@@ -56,11 +72,11 @@ def detect_format(path: str | Path) -> str:
     for prefix, fmt in _HEADER_PREFIXES:
         if head.startswith(prefix):
             return fmt
-    hint = (
-        " (this is an openb node list: a cluster, not a workload; load it with load_openb_cluster)"
-        if head.startswith("sn,cpu_milli")
-        else ""
-    )
+    if "JobIDRaw" in head.split("|"):
+        return "sacct"
+    if set(HELIOS_COLUMNS) <= {c.strip() for c in head.split(",")}:
+        return "helios"
+    hint = next((f" (this is {what})" for prefix, what in _CLUSTER_HINTS if head.startswith(prefix)), "")
     shown = head if len(head) <= 60 else head[:60] + "..."
     raise UnknownTraceFormat(
         str(path), 1, f"unknown trace format{hint}; first line {shown!r}; known formats: {', '.join(TRACE_FORMATS)}"
