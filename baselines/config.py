@@ -12,8 +12,12 @@ A policy config holds (every section optional)::
     governance:                      # partitions and quotas, as in a cluster preset (envs.core.governance)
       partitions: [...]
       quotas: {limits: {teams: {vision: 8}}}
+    slurm:                           # slurm.conf's scheduling parameters, for the slurm policies
+      SchedulerParameters: bf_interval=1,bf_resolution=1        # (baselines.slurm_conf)
+      PriorityType: priority/multifactor
 
-A policy whose order (or k8s profile) is named gets those parameters; others run with their defaults. Governance
+A policy whose order (or k8s profile) is named gets those parameters, a ``slurm`` policy the ``slurm`` section;
+others run with their defaults. Governance
 replaces the cluster's own partitions and quotas (those of its preset), for every policy of the evaluation.
 Everything is checked when the file is read: unknown sections, orders, profiles, parameters and bad values raise
 :class:`~envs.core.errors.ConfigError` naming the file and the key. Loading runs no code from the file (YAML data
@@ -33,12 +37,13 @@ from baselines.kubernetes import KUBE_PREFIX, KUBE_PROFILES
 from baselines.orders import ORDERS, make_order
 from baselines.preemption import PREEMPT_SUFFIX
 from baselines.registry import make
+from baselines.slurm import SLURM_PREFIX, slurm_policy_params
 from envs.core.cluster import ClusterSpec
 from envs.core.errors import ConfigError, check_keys
 from envs.core.files import read_yaml
 from envs.core.governance import governance_from_dict
 
-SECTIONS = ("orders", "kubernetes", "governance")
+SECTIONS = ("orders", "kubernetes", "governance", "slurm")
 """The top-level keys of a policy config."""
 
 
@@ -49,6 +54,7 @@ class PolicyConfig:
     orders: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     kubernetes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     governance: Mapping[str, Any] | None = None
+    slurm: Mapping[str, Any] = field(default_factory=dict)
     where: str = "policy config"
 
     def make(self, name: str) -> Any:
@@ -57,6 +63,8 @@ class PolicyConfig:
         if text.startswith(KUBE_PREFIX):
             profile = text[len(KUBE_PREFIX):].removesuffix(PREEMPT_SUFFIX)
             return make(name, **self.kubernetes.get(profile, {}))
+        if text.partition("/")[0] == SLURM_PREFIX:
+            return make(name, slurm=self.slurm)
         order = text.removesuffix(PREEMPT_SUFFIX).partition("/")[0].partition("+")[0]
         return make(name, **self.orders.get(order, {}))
 
@@ -92,7 +100,9 @@ def policy_config_from_dict(data: Any, where: str = "policy config") -> PolicyCo
     governance = data.get("governance")
     if governance is not None:
         check_keys(governance, ("partitions", "quotas"), f"{where}: governance")
-    return PolicyConfig(orders, kubernetes, governance, where)
+    slurm = data.get("slurm") or {}
+    slurm_policy_params(slurm, f"{where}: slurm")  # checks the section
+    return PolicyConfig(orders, kubernetes, governance, dict(slurm), where)
 
 
 @lru_cache(maxsize=8)

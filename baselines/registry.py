@@ -5,8 +5,8 @@ Examples: ``fcfs`` (= ``fcfs+none/firstfit``), ``sjf+easy``, ``fairshare+conserv
 ``priority+easy/pack+preempt`` (the same scheduler, plus Kubernetes' preemption when its top job cannot be placed),
 ``tiresias`` or ``tiresias/pack`` (Tiresias' 2D-LAS, a whole scheduler of its own: ``NAME[/PLACEMENT]``),
 ``rls:wfp3-peer+rlsbackfill``, ``k8s:mostallocated`` or ``k8s:ratio+preempt`` (kube-scheduler's filter-and-score,
-:mod:`baselines.kubernetes`). Names are case-insensitive; unknown parts raise :class:`~envs.core.errors.ConfigError`
-listing the known ones.
+:mod:`baselines.kubernetes`), ``slurm`` or ``slurm/PLACEMENT`` (slurmctld's own rules, :mod:`baselines.slurm`).
+Names are case-insensitive; unknown parts raise :class:`~envs.core.errors.ConfigError` listing the known ones.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from baselines.kubernetes import KUBE_DOCS, KUBE_PARAM_DOCS, KUBE_PREFIX, kube_p
 from baselines.orders import ORDER_DOCS, make_order
 from baselines.preemption import PREEMPT_DOC, PREEMPT_SUFFIX, Preemptive
 from baselines.rls import RLS_DOCS, rls_policy
+from baselines.slurm import SLURM_DOCS, SLURM_PREFIX, slurm_policy
 from baselines.tiresias import TIRESIAS_DOCS, tiresias_policy
 from envs.core.errors import ConfigError
 from envs.placement import PLACEMENT_DOCS, get_placement_rule
@@ -47,8 +48,12 @@ def make(name: str, **order_params: Any) -> Any:
 
     Our own names give a :class:`~baselines.backfill.Scheduler` (the common policy protocol, run on
     :class:`envs.sim.simulator.Simulator`); ``rls:`` names give a peer policy, run on :mod:`envs.peer.engine`;
-    ``k8s:`` names give a :class:`~baselines.kubernetes.KubeScheduler`, ``order_params`` overriding its profile.
+    ``k8s:`` names give a :class:`~baselines.kubernetes.KubeScheduler`, ``order_params`` overriding its profile;
+    ``slurm`` names a :class:`~baselines.slurm.SlurmScheduler`, ``order_params`` being ``slurm=`` (a policy config's
+    ``slurm:`` section).
     """
+    if name.strip().lower().partition("/")[0] == SLURM_PREFIX:
+        return slurm_policy(name, **order_params)
     if name.strip().lower().startswith(KUBE_PREFIX):
         return kube_policy(name, **order_params)
     if name.strip().lower().startswith(RLS_PREFIX):
@@ -75,9 +80,11 @@ def catalogue() -> str:
                 ("Preemptive schedulers of their own (NAME[/PLACEMENT])", TIRESIAS_DOCS),
                 ("Kubernetes filter-and-score (k8s:NAME[+preempt])", KUBE_DOCS),
                 ("Kubernetes parameters (make('k8s:NAME', key=value))", KUBE_PARAM_DOCS),
+                ("Slurm (slurm[/PLACEMENT]; parameters from a policy config's slurm: section)", SLURM_DOCS),
                 ("Peer compatibility (rls:ORDER[/BY@FRACTION][+rlsbackfill], SWF traces only)", RLS_DOCS)]
     lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT][+preempt], e.g. sjf+easy/topology or "
-             "priority+easy/pack+preempt; tiresias[/PLACEMENT] or yarn-cs[/PLACEMENT]; k8s:NAME[+preempt]; or "
+             "priority+easy/pack+preempt; tiresias[/PLACEMENT] or yarn-cs[/PLACEMENT]; k8s:NAME[+preempt]; "
+             "slurm[/PLACEMENT]; or "
              "rls:ORDER[/BY@FRACTION][+rlsbackfill]."]
     for title, docs in sections:
         lines.append(f"\n{title}:")

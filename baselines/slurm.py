@@ -1,0 +1,293 @@
+"""Slurm's scheduler as slurmctld 22.05 runs it: ``slurm`` (or ``slurm/PLACEMENT``), configured by the ``slurm:``
+section of a policy config (:mod:`baselines.slurm_conf`; Slurm's documented defaults where the section is silent).
+
+Checked against a live Slurm 22.05 on recorded streams (``tests/data/slurm/``, ``benchmarks/slurm_live.py``,
+``docs/results/slurm-fidelity.md``). Each rule below names the Slurm parameter (or source) it comes from.
+
+**Job priority** (``PriorityType``):
+
+- ``priority/basic``: submit order (Slurm gives each new job a priority one below the previous job's).
+- ``priority/multifactor``: ``PriorityWeightAge`` × age + ``PriorityWeightFairshare`` × fair share +
+  ``PriorityWeightJobSize`` × size + ``PriorityWeightPartition`` × partition + ``PriorityWeightQOS`` × QOS, each
+  factor in [0, 1], truncated to an integer: age = min(1, time pending / ``PriorityMaxAge``); fair share = the Fair
+  Tree factor (Slurm's default algorithm) of the job's association (its user under its account, ``job.team``), from
+  usage in GPU-seconds decayed with ``PriorityDecayHalfLife`` and shares from ``Accounts``; size = the job's GPUs /
+  the cluster's (``PriorityFavorSmall=YES``: 1 − that); partition = the partition's tier / the highest tier; QOS =
+  the QOS's ``Priority`` / the highest. Priorities are computed at submission and recomputed for every pending job
+  each ``PriorityCalcPeriod`` (the decay thread's period); in between they stay as they were.
+
+**Queue order**: higher partition ``PriorityTier`` first, then higher priority, then lower job id.
+
+**Main scheduler** (``schedule()`` in ``job_scheduler.c``), at every submission and job end: the queue in order;
+a job whose partition is already blocked is skipped; a job that fits now starts; a job that does not blocks its
+partition, and the nodes of that partition are withheld from every later job of this pass, whatever its partition
+(``bit_and_not(avail_node_bitmap, part_ptr->node_bitmap)``). A job held by a ``GrpTRES`` limit (a hard quota) or
+its partition's limits is skipped without blocking anything.
+
+**Backfill** (``sched/backfill``), a cycle every ``bf_interval`` seconds after anything changed: the first
+``bf_max_job_test`` jobs in queue order, each at its earliest start given the running jobs (ending at start +
+requested time) and every reservation made earlier in this cycle; a job whose earliest start is now starts; one that
+must wait is reserved if its start lies within ``bf_window``, its window [start, start + requested time) rounded up
+to ``bf_resolution``. A reservation holds its whole nodes for that window (``_add_reservation`` clears the nodes
+from backfill's node-space map): no later job is planned on them then, even on GPUs the reserved job leaves free.
+Reservations are made anew every cycle (none is kept from one cycle to the next).
+
+**Time limits**: requested times are whole minutes (``--time``); a replay's requested times are.
+
+**Preemption** (``PreemptType=preempt/qos``, ``PreemptMode=REQUEUE``): when the main scheduler cannot start a job
+whose QOS may preempt others (``Preempt`` of its QOS), running jobs of those QOS are requeued, lowest priority
+first, then the most recently started, until the job fits; the job starts in the same pass. A requeued job keeps no
+work (Slurm restarts a batch script from the beginning) and is pending again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from baselines.fairtree import FairTree
+from baselines.slurm_backfill import backfill_cycle
+from baselines.slurm_conf import SlurmConf, slurm_conf_from_dict
+from envs.core.errors import ConfigError, check_keys
+from envs.core.job import Job
+from envs.placement import PLACEMENT_DOCS, get_placement_rule
+from envs.sim.policy import WAIT, Action, Preempt, Start, Wait
+from envs.sim.resources import ResourceState
+from envs.sim.view import PlacementRule, View
+
+SLURM_PREFIX = "slurm"
+"""Name of the family: ``slurm`` or ``slurm/PLACEMENT``."""
+
+SLURM_DOCS = {"slurm": "slurmctld 22.05: priority/basic or multifactor, the main scheduler and sched/backfill, "
+                       "QOS preemption; parameters from the policy config's slurm: section"}
+"""The family's line in the policy catalogue."""
+
+SUBMIT_PASS_DELAY_S = 1.0
+"""When a submitted job is first considered [s after its submission]: sbatch never starts a job at submission
+(``job_mgr.c``: a batch job is only tested, ``test_only``); it queues a scheduling pass that slurmctld's background
+loop runs at its next tick, about once a second (``controller.c``), and backfill sees it at its next cycle."""
+
+_QOS_KEYS = ("Priority", "Preempt")
+_ACCOUNT_KEYS = ("Fairshare", "Parent")
+
+
+@dataclass(frozen=True)
+class Qos:
+    """A QOS as sacctmgr holds it: its priority and the QOS it may preempt."""
+
+    name: str
+    priority: int = 0
+    preempts: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class SlurmParams:
+    """Everything a ``slurm`` policy reads from its section: slurm.conf parameters, QOS and accounts."""
+
+    conf: SlurmConf
+    qos: Mapping[str, Qos]
+    accounts: Mapping[str, Mapping[str, object]]  # Fair Tree accounts: {name: {shares, parent}}
+
+
+def slurm_policy_params(section: Mapping[str, Any], where: str) -> SlurmParams:
+    """Parse and check a ``slurm:`` section: slurm.conf keys (:mod:`baselines.slurm_conf`) plus what sacctmgr would
+    hold, ``QOS: {name: {Priority: int, Preempt: [names]}}`` and ``Accounts: {name: {Fairshare: int, Parent:
+    name}}``."""
+    if section is None:
+        section = {}
+    conf = slurm_conf_from_dict({k: v for k, v in section.items() if k not in ("QOS", "Accounts")}, where)
+    qos: dict[str, Qos] = {}
+    for name, spec in (section.get("QOS") or {}).items():
+        spec = spec or {}
+        check_keys(spec, _QOS_KEYS, f"{where}: QOS.{name}")
+        preempt = spec.get("Preempt") or []
+        preempt = preempt.split(",") if isinstance(preempt, str) else list(preempt)
+        try:
+            priority = int(spec.get("Priority", 0))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: QOS.{name}.Priority: must be an integer, got {spec['Priority']!r}") from None
+        qos[str(name)] = Qos(str(name), priority, frozenset(str(p).strip() for p in preempt if str(p).strip()))
+    for q in qos.values():
+        unknown = sorted(q.preempts - set(qos) - {"normal"})
+        if unknown:
+            raise ConfigError(f"{where}: QOS.{q.name}.Preempt: unknown QOS {', '.join(unknown)}")
+    accounts: dict[str, dict[str, object]] = {}
+    for name, spec in (section.get("Accounts") or {}).items():
+        spec = spec or {}
+        check_keys(spec, _ACCOUNT_KEYS, f"{where}: Accounts.{name}")
+        accounts[str(name)] = {"shares": spec.get("Fairshare", 1), **({"parent": spec["Parent"]} if "Parent" in spec
+                                                                        else {})}
+    FairTree(accounts, where=f"{where}: Accounts")  # checks the tree
+    return SlurmParams(conf, qos, accounts)
+
+
+def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: float = 0.0) -> SlurmScheduler:
+    """The policy ``slurm`` or ``slurm/PLACEMENT`` with the parameters of a ``slurm:`` section; ``epoch_s`` is the
+    Unix time of simulated time 0 (see :class:`SlurmScheduler`)."""
+    family, _, placement = name.strip().lower().partition("/")
+    if family != SLURM_PREFIX:
+        raise ConfigError(f"policy {name!r}: not a slurm policy (slurm or slurm/PLACEMENT)")
+    placement = placement or "firstfit"
+    if placement not in PLACEMENT_DOCS:
+        raise ConfigError(f"policy {name!r}: unknown placement {placement!r} (known: {', '.join(PLACEMENT_DOCS)})")
+    params = slurm_policy_params(slurm or {}, f"policy {name!r}: slurm")
+    return SlurmScheduler(name.strip().lower(), params, get_placement_rule(placement), epoch_s)
+
+
+class SlurmScheduler:
+    """slurmctld's main scheduler, sched/backfill and preempt/qos (module docstring). ``epoch_s``: the Unix time of
+    simulated time 0, for what Slurm aligns to the wall clock (:mod:`baselines.slurm_backfill`)."""
+
+    def __init__(self, name: str, params: SlurmParams, rule: PlacementRule, epoch_s: float = 0.0) -> None:
+        self.name, self.params, self.conf, self.rule, self.epoch_s = name, params, params.conf, rule, float(epoch_s)
+        self.fair_tree = FairTree(params.accounts, half_life_s=self.conf.half_life_s or math.inf,
+                                  where="slurm: Accounts")
+        self._max_qos = max([q.priority for q in params.qos.values()], default=0)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget priorities, usage, requeue holds and the backfill clock."""
+        self.fair_tree.reset()
+        self._priority: dict[int, int] = {}  # job id -> priority (multifactor), as last computed
+        self._next_calc_s = 0.0  # next multifactor recalculation [s]
+        self._next_backfill_s = -math.inf  # earliest time of the next backfill cycle [s]
+        self._planned: list[tuple[Job, np.ndarray]] = []  # the rest of this instant's backfill starts
+        self._planned_at = math.nan  # when they were planned [s]
+        self._held: dict[int, float] = {}  # requeued job id -> time it is eligible again [s]
+
+    # --- priority -------------------------------------------------------------------------------------------
+
+    def _multifactor(self, view: View, job: Job, factors: Mapping[str, float]) -> int:
+        c = self.conf
+        eligible_s = self._held.get(job.job_id, job.submit_time_s)
+        age = min(1.0, max(0.0, view.time_s - eligible_s) / c.max_age_s) if c.max_age_s > 0 else 1.0
+        cluster = view.cluster
+        nodes = math.ceil(job.n_gpus / int(cluster.node_n_gpus.max())) if job.n_gpus else 1
+        cpus = job.n_gpus * job.cpu_milli_per_gpu / 1000
+        total_cpus = float(cluster.node_cpu_milli.sum()) / 1000
+        size = (nodes / cluster.n_nodes + (cpus / total_cpus if total_cpus else 0.0)) / 2
+        governance = cluster.governance
+        top_tier = max([p.priority_tier for p in governance.partitions], default=0)
+        partition = governance.tier(job.partition) / top_tier if top_tier > 0 else 0.0
+        qos = self.params.qos.get(job.qos)
+        qos_factor = (qos.priority / self._max_qos) if qos is not None and self._max_qos > 0 else 0.0
+        value = (c.w_age * age + c.w_fairshare * factors.get(job.user, 1.0)
+                 + c.w_job_size * ((1.0 - size) if c.favor_small else size) + c.w_partition * partition
+                 + c.w_qos * qos_factor)
+        return max(1, int(value))
+
+    def _queue(self, view: View) -> list[Job]:
+        """Pending jobs in Slurm's order (tier, priority, job id), without requeued jobs still held and jobs a quota
+        holds."""
+        now = view.time_s
+        self._held = {j: t for j, t in self._held.items() if j in view.pending or j in view.running}
+        pending = [j for j in view.pending.values()
+                   if self._held.get(j.job_id, now) <= now and j.submit_time_s + SUBMIT_PASS_DELAY_S <= now]
+        if self.conf.multifactor:
+            if now >= self._next_calc_s:
+                factors = self.fair_tree.factors(view)
+                self._priority.update({j.job_id: self._multifactor(view, j, factors) for j in pending})
+                period = self.conf.calc_period_s
+                self._next_calc_s = (math.floor(now / period) + 1) * period  # from time 0: slurmctld's start
+            new = [j for j in pending if j.job_id not in self._priority]
+            if new:  # priority at submission, with the fair-share factors of now
+                factors = self.fair_tree.factors(view)
+                self._priority.update({j.job_id: self._multifactor(view, j, factors) for j in new})
+            ranked = sorted(pending, key=lambda j: (-self._priority[j.job_id], j.submit_time_s, j.job_id))
+        else:
+            ranked = sorted(pending, key=lambda j: (j.submit_time_s, j.job_id))
+        return view.schedulable(ranked)
+
+    # --- the scheduler --------------------------------------------------------------------------------------
+
+    def act(self, view: View) -> Action:
+        """Main scheduler (and preemption), then, at its cycle, backfill; else wait for the next of those."""
+        if not view.scheduler_up or not view.pending:
+            return WAIT
+        queue = self._queue(view)
+        action = self._main(view, queue) if queue else None
+        if action is None and queue and self.conf.backfill:
+            action = self._backfill(view, queue)
+        return action if action is not None else self._wake(view)
+
+    def _wake(self, view: View) -> Action:
+        """Wait for the next event, or until the next backfill cycle, multifactor recalculation or end of a requeue
+        hold, whichever comes first."""
+        now = view.time_s
+        times = [t for t in self._held.values() if t > now]
+        times += [j.submit_time_s + SUBMIT_PASS_DELAY_S for j in view.pending.values()
+                  if j.submit_time_s + SUBMIT_PASS_DELAY_S > now]
+        if self.conf.multifactor and self._next_calc_s > now:
+            times.append(self._next_calc_s)
+        if self.conf.backfill and self._next_backfill_s > now:
+            times.append(self._next_backfill_s)
+        return Wait(until_s=min(times)) if times else WAIT
+
+    def _main(self, view: View, queue: list[Job]) -> Action | None:
+        """The first job the main scheduler starts now (or a preemption for it), or None."""
+        c = view.cluster
+        free = view.gpu_free_milli.copy()
+        cpu, ram = view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy()
+        blocked_parts: set[str] = set()
+        withheld = False
+        for job in queue[: self.conf.default_queue_depth]:
+            if job.partition in blocked_parts:
+                continue
+            state = ResourceState(view, free, cpu, ram, view.time_s, view.gpu_free_mem_mib, view.gpu_mig_used,
+                                  dict(view.mig_slices)) if withheld else view
+            gpus = self.rule(state, job)
+            if gpus is not None:
+                return Start(job.job_id, gpus)
+            if self.conf.preempts and not withheld:
+                victims = self._victims(view, job)
+                if victims:
+                    self._held[victims[0]] = view.time_s + self.conf.requeue_hold_s
+                    return Preempt(victims[0])
+            blocked_parts.add(job.partition)
+            free[c.partition_nodes(job.partition)[c.gpu_node]] = 0
+            withheld = True
+            if not free.any():  # every node withheld: nothing else can start in this pass
+                break
+        return None
+
+    def _victims(self, view: View, job: Job) -> list[int]:
+        """Running jobs to requeue so that ``job`` fits (those of the QOS its QOS may preempt), lowest QOS priority
+        first, then oldest job first; [] when even all of them would not make it fit."""
+        qos = self.params.qos.get(job.qos)
+        if qos is None or not qos.preempts:
+            return []
+        candidates = [r for r in view.running.values() if r.job.qos in qos.preempts and r.job.preemptible]
+        candidates.sort(key=lambda r: (self.params.qos[r.job.qos].priority if r.job.qos in self.params.qos else 0,
+                                       r.job.job_id))
+        state = ResourceState.now(view)
+        chosen: list[int] = []
+        for run in candidates:
+            state = state.with_released(run.job, run.gpus.index)
+            chosen.append(run.job.job_id)
+            if self.rule(state, job) is not None:
+                return chosen
+        return []
+
+    def _backfill(self, view: View, queue: list[Job]) -> Action | None:
+        """The next start of the backfill cycle due now (:func:`~baselines.slurm_backfill.backfill_cycle`), or None;
+        a cycle's starts are handed out one call at a time at the same instant."""
+        now, conf = view.time_s, self.conf
+        if self._planned_at == now:
+            while self._planned:
+                job, gpus = self._planned.pop(0)
+                if job.job_id in view.pending and self.rule(view, job) is not None and bool(
+                        np.all(view.gpu_free_milli[gpus] >= job.gpu_milli)):
+                    return Start(job.job_id, gpus)
+            return None
+        if now < self._next_backfill_s:
+            return None
+        self._planned = backfill_cycle(view, queue, self.rule, max_jobs=conf.bf_max_job_test,
+                                       window_s=conf.bf_window_s, resolution_s=conf.bf_resolution_s,
+                                       epoch_s=self.epoch_s)
+        self._planned_at = now
+        self._next_backfill_s = now + conf.bf_interval_s
+        return self._backfill(view, queue)

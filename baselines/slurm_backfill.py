@@ -1,0 +1,225 @@
+"""Slurm's backfill cycle (``sched/backfill``, ``_attempt_backfill`` in Slurm 22.05's backfill.c) and the will-run
+test it asks the select plugin (``_will_run_test`` in cons_common/job_test.c), rule by rule.
+
+**The node-space map** (``node_space_map_t``): time slots, each with the set of nodes that no reservation made
+earlier in this cycle holds. It starts as one slot [now rounded down to ``bf_resolution``, that + ``bf_window``)
+with every node. A reservation takes its **whole nodes** out of every slot of its window (``_add_reservation``:
+``bit_and(node_space[j].avail_bitmap, res_bitmap)``), so no later job of the cycle is planned on those nodes then,
+even on GPUs the reserved job leaves free. Running jobs are not in the map: the will-run test counts them, GPU by
+GPU.
+
+**Each job, in queue order** (up to ``bf_max_job_test``), from ``start_res`` = now:
+
+1. the usable nodes: its partition's nodes that are free in every slot overlapping [start_res, start_res + its
+   requested time] (a slot beginning exactly at the job's end counts: ``begin_time <= end_time``). ``later_start``
+   is the end of the slot holding start_res when the next slot's nodes are not a superset of these;
+2. none usable, or the will-run test fails: try again from ``later_start`` (if any), else give up on the job;
+3. the will-run test on those nodes (running jobs only): the job fits now → start = now; else the running jobs
+   on those nodes are taken away in batches, by end (start + requested time): the first batch is every job ending
+   within [first end, B + 30 s], B being the first end rounded up to the next multiple of 30 s of the wall clock
+   (``end_time + (time_window - end_time % time_window)``); the window then doubles until it reaches the next end,
+   and the next batch is every job ending within B + window. After each batch the job is placed again; its start is
+   the **latest** end of the batch that made it fit (later, at times, than the first end that would have);
+4. start = max(that, start_res). Now (or earlier) → the job starts now and holds its GPUs for the rest of the
+   cycle. Later than ``later_start`` → try again from ``later_start``. Beyond now + ``bf_window`` → no reservation.
+   Overlapping a reservation on its nodes ([start, end) rounded down to ``bf_resolution``; ``_test_resv_overlap``)
+   → try again from that start. Otherwise the job is reserved on its nodes for [start, end), both rounded down to
+   ``bf_resolution``, the end at least one resolution after the start.
+
+Times that Slurm aligns to the wall clock (30-s batches, resolution) use ``epoch_s``, the Unix time of simulated
+time 0 (0 unless a replay says).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
+from envs.core.job import Job
+from envs.sim.resources import ResourceState, add_node_holdings
+from envs.sim.view import PlacementRule, View
+
+WILL_RUN_WINDOW_S = 30
+"""First batch window of the will-run test [s] (``time_window = 30``)."""
+
+OVERDUE_START_S = 1.0
+"""Start assumed for a job that fits only once a running job past its requested time has ended [s after now]."""
+
+MAX_TRIES = 1000
+"""Retries of one job within a cycle before it is given up (a guard; each retry moves start_res forward)."""
+
+
+@dataclass
+class _Slot:
+    begin_s: float
+    end_s: float
+    nodes: np.ndarray  # bool per node: not held by a reservation
+
+
+@dataclass
+class NodeSpace:
+    """The node-space map of one backfill cycle (module docstring)."""
+
+    slots: list[_Slot] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, n_nodes: int, begin_s: float, end_s: float) -> NodeSpace:
+        return cls([_Slot(begin_s, end_s, np.ones(n_nodes, dtype=bool))])
+
+    def usable(self, base: np.ndarray, start_res: float, end_s: float) -> tuple[np.ndarray, float]:
+        """(nodes of ``base`` free in every slot overlapping [start_res, end_s], later_start or 0); start_res is
+        -inf on a job's first try (Slurm's 0: every slot up to end_s counts)."""
+        avail, later = base.copy(), 0.0
+        for i, slot in enumerate(self.slots):
+            nxt = self.slots[i + 1] if i + 1 < len(self.slots) else None
+            if slot.end_s > start_res and nxt is not None and later == 0.0:
+                current = avail & slot.nodes
+                if np.any(current & ~(base & nxt.nodes)):  # the next slot's nodes are not a superset
+                    later = slot.end_s
+            if slot.end_s <= start_res:
+                continue
+            if slot.begin_s <= end_s:
+                avail &= slot.nodes
+            else:
+                break
+        return avail, later
+
+    def overlaps(self, nodes: np.ndarray, start_s: float, end_s: float) -> bool:
+        """True when a slot within [start_s, end_s) lacks one of ``nodes`` (``_test_resv_overlap``)."""
+        return any(s.end_s > start_s and s.begin_s < end_s and not np.all(s.nodes[nodes]) for s in self.slots)
+
+    def reserve(self, nodes: np.ndarray, start_s: float, end_s: float, resolution_s: float) -> None:
+        """Take ``nodes`` out of [start_s, end_s) (``_add_reservation``)."""
+        start_s = max(start_s, self.slots[0].begin_s)
+        end_s = max(end_s, start_s + resolution_s)
+        self._split(start_s)
+        self._split(end_s)
+        for slot in self.slots:
+            if slot.begin_s >= start_s and slot.end_s <= end_s:
+                slot.nodes[nodes] = False
+
+    def _split(self, t: float) -> None:
+        for i, slot in enumerate(self.slots):
+            if slot.begin_s < t < slot.end_s:
+                self.slots.insert(i + 1, _Slot(t, slot.end_s, slot.nodes.copy()))
+                slot.end_s = t
+                return
+
+
+def _hold(c: ClusterSpec, job: Job, gpus: np.ndarray, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
+          sign: int) -> None:
+    """Give back (``sign`` +1) or take (-1) what ``job`` holds on ``gpus``, in place."""
+    free[gpus] += sign * job.gpu_milli
+    add_node_holdings(c, job, c.gpu_node[gpus], cpu, ram, sign)
+
+
+class Running:
+    """The running jobs of one cycle, and those it has started, by expected end (then job id): what the will-run
+    test takes away, batch by batch (module docstring, step 3)."""
+
+    def __init__(self, view: View, epoch_s: float) -> None:
+        self.view, self.cluster, self.epoch_s = view, view.cluster, epoch_s
+        runs = sorted(view.running.values(), key=lambda r: (r.expected_end_s, r.job.job_id))
+        self.ends = [r.expected_end_s for r in runs]
+        self.jobs = [r.job for r in runs]
+        self.gpus = [np.asarray(r.gpus) for r in runs]
+        self.on_node = np.zeros((len(runs), self.cluster.n_nodes), dtype=bool)  # run x node: holds GPUs there
+        for k, gpus in enumerate(self.gpus):
+            self.on_node[k, self.cluster.gpu_node[gpus]] = True
+        self.free = view.gpu_free_milli.copy()
+        self.cpu, self.ram = view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy()
+
+    def start(self, job: Job, gpus: np.ndarray, end_s: float) -> None:
+        """``job`` starts now on ``gpus`` and is expected to end at ``end_s``."""
+        k = bisect.bisect_right(self.ends, end_s)
+        self.ends.insert(k, end_s)
+        self.jobs.insert(k, job)
+        self.gpus.insert(k, gpus)
+        row = np.zeros((1, self.cluster.n_nodes), dtype=bool)
+        row[0, self.cluster.gpu_node[gpus]] = True
+        self.on_node = np.insert(self.on_node, k, row, axis=0)
+        _hold(self.cluster, job, gpus, self.free, self.cpu, self.ram, -1)
+
+    def _fits(self, job: Job, rule: PlacementRule, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
+              nodes: np.ndarray) -> np.ndarray | None:
+        c = self.cluster
+        gpu_on = nodes[c.gpu_node]
+        if not job.is_fractional and np.count_nonzero(gpu_on & (free == MILLI_PER_GPU)) < job.n_gpus:
+            return None  # too few whole GPUs: the rule could not place it
+        return rule(ResourceState(self.view, np.where(gpu_on, free, 0), np.where(nodes, cpu, 0),
+                                  np.where(nodes, ram, 0), self.view.time_s, self.view.gpu_free_mem_mib,
+                                  self.view.gpu_mig_used, dict(self.view.mig_slices)), job)
+
+    def will_run(self, job: Job, nodes: np.ndarray, rule: PlacementRule) -> tuple[float, np.ndarray] | None:
+        """(start [s], GPUs) of ``job`` on ``nodes``, by the batched test; None if it never fits there."""
+        now = self.view.time_s
+        free, cpu, ram = self.free.copy(), self.cpu.copy(), self.ram.copy()
+        gpus = self._fits(job, rule, free, cpu, ram, nodes)
+        if gpus is not None:
+            return now, gpus
+        runs = np.flatnonzero(self.on_node[:, nodes].any(axis=1)).tolist()  # those holding a usable node
+        ends, window, barrier, i = self.ends, WILL_RUN_WINDOW_S, None, 0
+        while i < len(runs):
+            last = runs[i]
+            while True:
+                k = runs[i]
+                if barrier is None:
+                    barrier = ends[k] + (window - (ends[k] + self.epoch_s) % window)
+                _hold(self.cluster, self.jobs[k], self.gpus[k], free, cpu, ram, +1)
+                last, i = k, i + 1
+                if i >= len(runs) or ends[runs[i]] > barrier + window:
+                    break
+            window *= 2
+            while i < len(runs) and ends[runs[i]] > barrier + window:
+                window *= 2
+            gpus = self._fits(job, rule, free, cpu, ram, nodes)
+            if gpus is not None:
+                return (ends[last] if ends[last] > now else now + OVERDUE_START_S), gpus
+        return None
+
+
+def backfill_cycle(view: View, queue: list[Job], rule: PlacementRule, *, max_jobs: int, window_s: float,
+                   resolution_s: float, epoch_s: float) -> list[tuple[Job, np.ndarray]]:
+    """The jobs one backfill cycle starts now, in order, with their GPUs (module docstring)."""
+    c, now = view.cluster, view.time_s
+
+    def floor_res(t: float) -> float:
+        return math.floor((t + epoch_s) / resolution_s) * resolution_s - epoch_s
+
+    space = NodeSpace.empty(c.n_nodes, floor_res(now), floor_res(now + window_s))
+    running = Running(view, epoch_s)
+    out = []
+    for job in queue[:max_jobs]:
+        limit_s = job.runtime_estimate_s
+        base = c.partition_nodes(job.partition) & view.node_up
+        start_res = -math.inf
+        for _ in range(MAX_TRIES):
+            avail, later = space.usable(base, start_res, max(start_res, now) + limit_s)
+            found = running.will_run(job, avail, rule) if avail.any() else None
+            if found is None:
+                if later:
+                    start_res = later
+                    continue
+                break
+            start_s, gpus = max(found[0], start_res), found[1]
+            if start_s <= now:
+                running.start(job, np.asarray(gpus), now + limit_s)
+                out.append((job, gpus))
+                break
+            if later and start_s > later:
+                start_res = later
+                continue
+            if start_s > now + window_s:
+                break
+            nodes = np.unique(c.gpu_node[np.asarray(gpus)])
+            begin, end = floor_res(start_s), floor_res(start_s + limit_s)
+            if space.overlaps(nodes, begin, end):
+                start_res = start_s
+                continue
+            space.reserve(nodes, begin, end, resolution_s)
+            break
+    return out

@@ -1,0 +1,210 @@
+"""The slurm policy's rules, each on a schedule computed by hand (one node of 8 GPUs unless said; rigid runtimes,
+runtime = requested time unless said), and its slurm: section. A job is first considered 1 s after its submission
+(sbatch never starts a job at once: the next scheduling pass does), so a job submitted at 0 on a free node starts
+at 1."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from baselines.registry import make
+from baselines.slurm import slurm_policy, slurm_policy_params
+from baselines.slurm_conf import SlurmConf, slurm_conf_from_dict, slurm_minutes
+from envs.core.dynamics import DynamicsConfig
+from envs.core.errors import ConfigError
+from envs.core.job import Job
+from envs.core.presets import cluster_from_dict
+from envs.core.runtime import RuntimeConfig
+from envs.sim.loop import simulate
+
+RERUN = DynamicsConfig(restart_overhead_s=0.0)  # a requeued batch script reruns from the start, with no overhead
+FAST = {"SchedulerParameters": "bf_interval=1,bf_resolution=1"}
+
+
+def node(gpus: int = 8, partitions: list | None = None):
+    data = {"name": "one", "node_groups": [{"name": "n", "count": 1, "gpu_type": "A100-80GB", "gpus": gpus}]}
+    if partitions:
+        data["partitions"] = partitions
+    return cluster_from_dict(data)
+
+
+def job(job_id: int, submit: float, gpus: int, limit: float, run: float | None = None, **kw) -> Job:
+    return Job(job_id, submit, limit if run is None else run, limit, n_gpus=gpus, **kw)
+
+
+def starts(jobs, slurm=None, cluster=None, name="slurm", epoch_s=0.0) -> dict[int, float]:
+    policy = slurm_policy(name, FAST if slurm is None else slurm, epoch_s=epoch_s)
+    log = simulate(cluster or node(), jobs, policy, RuntimeConfig.rigid(), RERUN)
+    return {r.job.job_id: r.finish_time_s - r.job.runtime_s for r in log.records}
+
+
+def test_main_scheduler_is_fifo_until_the_first_job_that_does_not_fit():
+    # sched/builtin: job 3 (1 GPU) fits at t=3 but waits behind job 2, which waits for job 1's end at 101.
+    jobs = [job(1, 0, 6, 100), job(2, 1, 4, 50), job(3, 2, 1, 10)]
+    assert starts(jobs, {"SchedulerType": "sched/builtin"}) == {1: 1, 2: 101, 3: 101}
+
+
+def test_a_reservation_holds_its_whole_node():
+    # Job 1 runs 1-101. Job 2 (2 GPUs) is reserved at 101 for [101, 201), taking the whole node then. Job 3 (1 GPU,
+    # 200 s) fits now on the free GPU, and EASY starts it at 2 (job 2 still fits at 100 on job 1's 7 GPUs), but
+    # Slurm's plan has the node taken during [101, 201): job 3 waits, and the main scheduler starts it at 101 after
+    # job 2. Job 4 (1 GPU, 30 s) ends at 34, before the reservation: backfilled at 4.
+    jobs = [job(1, 0, 7, 100), job(2, 1, 2, 100), job(3, 2, 1, 200, run=50), job(4, 3, 1, 30, run=20)]
+    assert starts(jobs) == {1: 1, 2: 101, 3: 101, 4: 4}
+    easy = simulate(node(), jobs, make("fcfs+easy"), RuntimeConfig.rigid())
+    assert {r.job.job_id: r.start_time_s for r in easy.records}[3] == 2
+
+
+def test_a_job_ending_exactly_at_a_reservation_is_not_backfilled():
+    # Job 2 is reserved from 101; job 3 (1 GPU, considered at 4) would end at 4 + 97 = 101: `begin_time <= end_time`
+    # blocks it, and it starts after job 2 (101-151). Job 4 (considered at 5) ends at 5 + 95 = 100: backfilled.
+    jobs = [job(1, 0, 7, 100), job(2, 1, 8, 50), job(3, 3, 1, 97), job(4, 4, 1, 95)]
+    got = starts(jobs)
+    assert got[4] == 5 and got[3] == 151 and got[2] == 101
+
+
+def test_the_will_run_test_takes_running_jobs_away_in_30_s_batches():
+    # Running from 1: job 1 (4 GPUs) ends at 101, job 2 (2 GPUs) at 116; 2 GPUs free. Job 3 (6 GPUs) could start
+    # at 101, but the first batch holds every job ending by B + 30 with B = 101 rounded up to a multiple of 30 (120):
+    # both jobs go, and job 3's reservation starts at the batch's last end, 116. So job 4 (1 GPU, considered at 3,
+    # ends at 3 + 108 = 111) is backfilled at 3 (EASY would not: job 3 must start at 101 there, and 2 - 1 + 4 < 6
+    # GPUs). Job 3 then starts at 111, when job 4 ends.
+    jobs = [job(1, 0, 4, 100), job(2, 0, 2, 115), job(3, 1, 6, 50), job(4, 2, 1, 108)]
+    assert starts(jobs) == {1: 1, 2: 1, 3: 111, 4: 3}
+    # The barrier counts from the wall clock: with simulated time 0 at Unix time 10, job 1's end (wall 111) rounds
+    # up to wall 120 (B = 110): B + 30 = 140 still holds job 2's end (116). At Unix time 25 (end at wall 126, B =
+    # 125 -> 155) the same; batching by simulated time alone would not say so in general.
+    assert starts(jobs, epoch_s=10)[4] == 3 and starts(jobs, epoch_s=25)[4] == 3
+    # Ends 101 and 160 (job 2 runs 159 s): 160 > 120 + 30, so the first batch holds job 1 alone, job 3 fits at
+    # 101 (2 + 4 GPUs) and job 4 (ends at 111) would delay it: it waits until job 3 ends.
+    later = [job(1, 0, 4, 100), job(2, 0, 2, 159), job(3, 1, 6, 50), job(4, 2, 1, 108)]
+    assert starts(later) == {1: 1, 2: 1, 3: 101, 4: 151}
+
+
+def test_backfill_runs_only_at_its_cycle():
+    # bf_interval=30: job 1 starts at 1 through the main scheduler, leaving nothing pending; the first cycle runs
+    # at 2 (job 2 is considered and cannot start), the next at 32. Job 3 (1 GPU) could be backfilled at 6 (it ends
+    # before job 2's reservation at 101) but waits for that cycle.
+    jobs = [job(1, 0, 7, 100), job(2, 1, 8, 50), job(3, 5, 1, 20)]
+    got = starts(jobs, {"SchedulerParameters": "bf_interval=30,bf_resolution=1"})
+    assert got[3] == 32
+
+
+def test_bf_max_job_test_limits_the_jobs_a_cycle_considers():
+    # Jobs 2 and 3 are blocked; job 4 is backfilled at 4, but with bf_max_job_test=2 the cycle stops before it, and
+    # it runs after job 3 (1-101, 101-151, 151-201).
+    jobs = [job(1, 0, 7, 100), job(2, 1, 8, 50), job(3, 2, 8, 50), job(4, 3, 1, 20)]
+    assert starts(jobs)[4] == 4
+    assert starts(jobs, {"SchedulerParameters": "bf_interval=1,bf_resolution=1,bf_max_job_test=2"})[4] == 201
+
+
+def test_no_reservation_beyond_bf_window():
+    # bf_window=1 (minute): job 2's start at 101 lies beyond now + 60 s, so it gets no reservation and job 3 (1 GPU,
+    # 500 s) is backfilled at 3; job 2 then waits for job 3 too (starts at 503).
+    jobs = [job(1, 0, 7, 100), job(2, 1, 8, 50), job(3, 2, 1, 500)]
+    assert starts(jobs, {"SchedulerParameters": "bf_interval=1,bf_resolution=1,bf_window=1"}) == {1: 1, 2: 503, 3: 3}
+    assert starts(jobs)[3] == 151  # with the default window job 2's reservation holds the node until 151
+
+
+def test_a_blocked_partition_withholds_its_nodes_from_the_main_scheduler():
+    # Partitions a and b share the node. Job 2 (partition a) does not fit: the main scheduler withholds the node
+    # for the rest of its pass, so job 3 (partition b, 1 GPU, fits on the free GPU) is not started by it:
+    # sched/builtin starts it only after job 2 (8 GPUs, 101-151). With backfill it starts at 4 (it ends before job
+    # 2's reservation).
+    cluster = node(partitions=[{"name": "a", "groups": ["n"], "default": True}, {"name": "b", "groups": ["n"]}])
+    jobs = [job(1, 0, 7, 100, partition="a"), job(2, 1, 8, 50, partition="a"), job(3, 3, 1, 20, partition="b")]
+    assert starts(jobs, {"SchedulerType": "sched/builtin"}, cluster) == {1: 1, 2: 101, 3: 151}
+    assert starts(jobs, cluster=cluster)[3] == 4
+
+
+def test_higher_priority_tiers_go_first():
+    cluster = node(partitions=[{"name": "low", "groups": ["n"], "default": True},
+                               {"name": "high", "groups": ["n"], "priority_tier": 5}])
+    jobs = [job(1, 0, 8, 100), job(2, 1, 8, 50, partition="low"), job(3, 2, 8, 50, partition="high")]
+    assert starts(jobs, cluster=cluster) == {1: 1, 3: 101, 2: 151}
+
+
+def test_multifactor_priority_by_hand():
+    # w_age 1000, max age 10 min, w_fairshare 10000 over accounts x and y (one user u in each: associations u@x,
+    # u@y); recalculated every minute (at 60, 120, ...). Job 1 (x) runs 1-121 on all 8 GPUs. Job 2 (x) and job 3
+    # (y) are submitted at 1 and 2; x has usage and y none, so y's factor is 1.0 and x's 0.5: job 3 starts at 121,
+    # before job 2 (181).
+    slurm = {**FAST, "PriorityType": "priority/multifactor", "PriorityWeightAge": 1000, "PriorityMaxAge": 10,
+             "PriorityWeightFairshare": 10000, "PriorityCalcPeriod": 1,
+             "Accounts": {"x": {"Fairshare": 1}, "y": {"Fairshare": 1}}}
+    jobs = [job(1, 0, 8, 120, user="u@x", team="x"), job(2, 1, 8, 60, user="u@x", team="x"),
+            job(3, 2, 8, 60, user="u@y", team="y")]
+    assert starts(jobs, slurm) == {1: 1, 3: 121, 2: 181}
+    policy = slurm_policy("slurm", slurm)
+    simulate(node(), jobs, policy, RuntimeConfig.rigid())
+    # Job 2's priority from the last recalculation before its start, at 180: age (180 - 1) / 600 x 1000 = 298.33;
+    # usage x 8 x 120 = 960 GPU-s, y 8 x 59 = 472: Level Fairshare x 0.5 / (960 / 1432) = 0.75, y 1.52, so x ranks
+    # second of two users: 0.5 x 10000. Priority int(298.33 + 5000) = 5298.
+    assert policy._priority[2] == 5298
+
+
+def test_qos_preemption_requeues_and_holds_the_victims():
+    # Job 1 (QOS low, 8 GPUs, 300 s) runs from 1. Job 2 (QOS high, may preempt low), submitted at 10, is considered
+    # at 11: job 1 is requeued and job 2 starts at 11; job 1 may start again 121 s after its requeue (132), job 2
+    # having ended at 71; it reruns from the start and ends at 432.
+    slurm = {**FAST, "PriorityType": "priority/multifactor", "PriorityWeightQOS": 10000, "PreemptType": "preempt/qos",
+             "PreemptMode": "REQUEUE", "QOS": {"low": {"Priority": 0}, "high": {"Priority": 100, "Preempt": ["low"]}}}
+    jobs = [job(1, 0, 8, 300, qos="low", preemptible=True), job(2, 10, 8, 60, qos="high")]
+    policy = slurm_policy("slurm", slurm)
+    log = simulate(node(), jobs, policy, RuntimeConfig.rigid(), RERUN)
+    by_id = {r.job.job_id: r for r in log.records}
+    assert by_id[2].start_time_s == 11
+    assert by_id[1].start_time_s == 1 and by_id[1].finish_time_s == 132 + 300
+    assert by_id[1].interruptions.preemptions == 1
+
+
+def test_the_family_is_in_the_registry_and_takes_a_placement():
+    assert make("slurm").name == "slurm"
+    assert make("slurm/pack", slurm=FAST).name == "slurm/pack"
+    with pytest.raises(ConfigError, match="unknown placement"):
+        make("slurm/nowhere")
+
+
+def test_defaults_are_slurms():
+    conf = slurm_conf_from_dict({})
+    assert conf == SlurmConf()
+    assert (conf.bf_interval_s, conf.bf_resolution_s, conf.bf_window_s, conf.bf_max_job_test) == (30, 60, 86400, 500)
+    assert (conf.priority_type, conf.scheduler_type, conf.calc_period_s) == ("priority/basic", "sched/backfill", 300)
+    assert conf.max_age_s == conf.half_life_s == 7 * 86400
+
+
+def test_section_parsing_and_conf_lines():
+    conf = slurm_conf_from_dict({"SchedulerParameters": {"bf_interval": 2, "bf_window": 10},
+                                 "PriorityType": "priority/multifactor", "PriorityMaxAge": "1-0",
+                                 "PriorityWeightAge": 5, "PreemptType": "preempt/qos", "PreemptMode": "requeue"})
+    assert (conf.bf_interval_s, conf.bf_window_s, conf.max_age_s, conf.w_age) == (2, 600, 86400, 5)
+    lines = conf.lines()
+    assert "SchedulerParameters=bf_interval=2,bf_resolution=60,bf_window=10,bf_max_job_test=500,sched_interval=60," \
+           "default_queue_depth=100" in lines
+    assert "PriorityMaxAge=1440" in lines and "PreemptMode=REQUEUE" in lines
+    assert slurm_conf_from_dict(dict(line.split("=", 1) for line in lines[:3])).bf_window_s == 600
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"SchedulerType": "sched/fifo"}, "SchedulerType: must be one of"),
+    ({"SchedulerParameters": "bf_interval=0"}, "bf_interval: must be an integer >= 1"),
+    ({"SchedulerParameters": "bf_magic=3"}, "unknown option 'bf_magic'"),
+    ({"SchedulerParameters": "bf_interval"}, "expected OPTION=VALUE"),
+    ({"PriorityMaxAge": "7-x"}, "PriorityMaxAge: must be a Slurm time"),
+    ({"PreemptType": "preempt/qos"}, "needs PreemptMode REQUEUE"),
+    ({"Bogus": 1}, "Bogus"),
+    ({"QOS": {"high": {"Preempt": ["nobody"]}}}, "unknown QOS nobody"),
+    ({"QOS": {"high": {"Priority": "top"}}}, "Priority: must be an integer"),
+    ({"Accounts": {"a": {"Parent": "zz"}}}, "parent: unknown account"),
+])
+def test_bad_sections_say_what_and_where(section, message):
+    with pytest.raises(ConfigError, match=message):
+        slurm_policy_params(section, "policy.yaml: slurm")
+
+
+@pytest.mark.parametrize("text, minutes", [("5", 5), ("5:30", 5.5), ("1:02:03", 62.05), ("2-3", 2 * 1440 + 180),
+                                           ("1-0:10", 1450), ("1-00:00:30", 1440.5), ("UNLIMITED", math.inf), (7, 7)])
+def test_slurm_time_strings(text, minutes):
+    assert slurm_minutes(text, "t") == pytest.approx(minutes)
