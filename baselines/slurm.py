@@ -11,33 +11,45 @@ Checked against a live Slurm 22.05 on recorded streams (``tests/data/slurm/``, `
   ``PriorityWeightJobSize`` × size + ``PriorityWeightPartition`` × partition + ``PriorityWeightQOS`` × QOS, each
   factor in [0, 1], truncated to an integer: age = min(1, time pending / ``PriorityMaxAge``); fair share = the Fair
   Tree factor (Slurm's default algorithm) of the job's association (its user under its account, ``job.team``), from
-  usage in GPU-seconds decayed with ``PriorityDecayHalfLife`` and shares from ``Accounts``; size = the job's GPUs /
-  the cluster's (``PriorityFavorSmall=YES``: 1 − that); partition = the partition's tier / the highest tier; QOS =
+  usage in GPU-seconds decayed with ``PriorityDecayHalfLife`` and shares from ``Accounts``; size (below;
+  ``PriorityFavorSmall=YES``: 1 − that); partition = the partition's tier / the highest tier; QOS =
   the QOS's ``Priority`` / the highest. Priorities are computed at submission and recomputed for every pending job
-  each ``PriorityCalcPeriod`` (the decay thread's period); in between they stay as they were.
+  each ``PriorityCalcPeriod`` (the decay thread's period); in between they stay as they were. A submission takes
+  the fair-share factors of the last pass, and a user that pass did not know (a new association) gets 0 until the
+  next one; at the pass, usage is exact to that instant (Slurm charges running jobs at each pass and a job's tail at
+  its end). The passes come every ``PriorityCalcPeriod`` from the decay thread's start (``calc_origin_s``). The
+  size factor is Slurm's: (nodes the job needs / nodes + its CPUs / the cluster's CPUs) / 2. Slurm also ranks the ``root`` user of the ``root`` account, which has no jobs: that changes the factors'
+  values (1/3 and 2/3 where ours are 1/2 and 1 for two accounts), not their order.
 
 **Queue order**: higher partition ``PriorityTier`` first, then higher priority, then lower job id.
 
-**Main scheduler** (``schedule()`` in ``job_scheduler.c``), at every submission and job end: the queue in order;
+**When slurmctld schedules**: at every job end (the main scheduler, then backfill at its cycle); a submission
+starts nothing at once (sbatch's submit only tests the job) but queues a pass about a second later
+(:data:`SUBMIT_PASS_DELAY_S`) that considers every job pending by then; a job whose QOS may preempt others preempts
+at its submission. Backfill runs when anything changed and its interval has passed since the last cycle.
+
+**Main scheduler** (``schedule()`` in ``job_scheduler.c``): the queue in order;
 a job whose partition is already blocked is skipped; a job that fits now starts; a job that does not blocks its
 partition, and the nodes of that partition are withheld from every later job of this pass, whatever its partition
 (``bit_and_not(avail_node_bitmap, part_ptr->node_bitmap)``). A job held by a ``GrpTRES`` limit (a hard quota) or
 its partition's limits is skipped without blocking anything.
 
-**Backfill** (``sched/backfill``), a cycle every ``bf_interval`` seconds after anything changed: the first
+**Backfill** (``sched/backfill``, :mod:`baselines.slurm_backfill` has its rules step by step): the first
 ``bf_max_job_test`` jobs in queue order, each at its earliest start given the running jobs (ending at start +
 requested time) and every reservation made earlier in this cycle; a job whose earliest start is now starts; one that
-must wait is reserved if its start lies within ``bf_window``, its window [start, start + requested time) rounded up
-to ``bf_resolution``. A reservation holds its whole nodes for that window (``_add_reservation`` clears the nodes
-from backfill's node-space map): no later job is planned on them then, even on GPUs the reserved job leaves free.
-Reservations are made anew every cycle (none is kept from one cycle to the next).
+must wait is reserved if its start lies within ``bf_window``, on the ``bf_resolution`` grid. A reservation holds its
+whole nodes for its window (``_add_reservation`` clears the nodes from backfill's node-space map): no later job is
+planned on them then, even on GPUs the reserved job leaves free. Reservations are made anew every cycle (none is
+kept from one cycle to the next).
 
 **Time limits**: requested times are whole minutes (``--time``); a replay's requested times are.
 
 **Preemption** (``PreemptType=preempt/qos``, ``PreemptMode=REQUEUE``): when the main scheduler cannot start a job
-whose QOS may preempt others (``Preempt`` of its QOS), running jobs of those QOS are requeued, lowest priority
-first, then the most recently started, until the job fits; the job starts in the same pass. A requeued job keeps no
-work (Slurm restarts a batch script from the beginning) and is pending again.
+whose QOS may preempt others (``Preempt`` of its QOS), running jobs of those QOS are requeued, lowest QOS priority
+first, then lowest job id (the order of slurmctld's job list), until the job fits; the job then starts. A requeued
+job keeps no work (Slurm reruns the batch script) and may not start again for 121 s
+(``SlurmConf.requeue_hold_s``: the launch credential's lifetime + 1). Its becoming eligible is no event: the next
+job end, or else the main scheduler's periodic pass (every ``sched_interval``, from time 0), starts it.
 """
 
 from __future__ import annotations
@@ -67,9 +79,10 @@ SLURM_DOCS = {"slurm": "slurmctld 22.05: priority/basic or multifactor, the main
 """The family's line in the policy catalogue."""
 
 SUBMIT_PASS_DELAY_S = 1.0
-"""When a submitted job is first considered [s after its submission]: sbatch never starts a job at submission
-(``job_mgr.c``: a batch job is only tested, ``test_only``); it queues a scheduling pass that slurmctld's background
-loop runs at its next tick, about once a second (``controller.c``), and backfill sees it at its next cycle."""
+"""How long after a submission its scheduling pass comes [s]: sbatch never starts a job at submission
+(``job_mgr.c``: a batch job is only tested, ``test_only``); it queues a pass that slurmctld's background loop (and
+backfill, which polls every second) runs about a second later (0.94 s in every record). That pass, like one after a
+job ends, considers every pending job, those submitted since included."""
 
 _QOS_KEYS = ("Priority", "Preempt")
 _ACCOUNT_KEYS = ("Fairshare", "Parent")
@@ -125,9 +138,10 @@ def slurm_policy_params(section: Mapping[str, Any], where: str) -> SlurmParams:
     return SlurmParams(conf, qos, accounts)
 
 
-def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: float = 0.0) -> SlurmScheduler:
-    """The policy ``slurm`` or ``slurm/PLACEMENT`` with the parameters of a ``slurm:`` section; ``epoch_s`` is the
-    Unix time of simulated time 0 (see :class:`SlurmScheduler`)."""
+def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: float = 0.0,
+                 calc_origin_s: float = 0.0) -> SlurmScheduler:
+    """The policy ``slurm`` or ``slurm/PLACEMENT`` with the parameters of a ``slurm:`` section; ``epoch_s`` and
+    ``calc_origin_s`` place the wall clock and the decay thread (see :class:`SlurmScheduler`)."""
     family, _, placement = name.strip().lower().partition("/")
     if family != SLURM_PREFIX:
         raise ConfigError(f"policy {name!r}: not a slurm policy (slurm or slurm/PLACEMENT)")
@@ -135,15 +149,19 @@ def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: flo
     if placement not in PLACEMENT_DOCS:
         raise ConfigError(f"policy {name!r}: unknown placement {placement!r} (known: {', '.join(PLACEMENT_DOCS)})")
     params = slurm_policy_params(slurm or {}, f"policy {name!r}: slurm")
-    return SlurmScheduler(name.strip().lower(), params, get_placement_rule(placement), epoch_s)
+    return SlurmScheduler(name.strip().lower(), params, get_placement_rule(placement), epoch_s, calc_origin_s)
 
 
 class SlurmScheduler:
     """slurmctld's main scheduler, sched/backfill and preempt/qos (module docstring). ``epoch_s``: the Unix time of
-    simulated time 0, for what Slurm aligns to the wall clock (:mod:`baselines.slurm_backfill`)."""
+    simulated time 0, for what Slurm aligns to the wall clock (:mod:`baselines.slurm_backfill`); ``calc_origin_s``:
+    when the decay thread makes its first pass [s] (then every ``PriorityCalcPeriod``; slurmctld starts it about a
+    second after its own start)."""
 
-    def __init__(self, name: str, params: SlurmParams, rule: PlacementRule, epoch_s: float = 0.0) -> None:
+    def __init__(self, name: str, params: SlurmParams, rule: PlacementRule, epoch_s: float = 0.0,
+                 calc_origin_s: float = 0.0) -> None:
         self.name, self.params, self.conf, self.rule, self.epoch_s = name, params, params.conf, rule, float(epoch_s)
+        self.calc_origin_s = float(calc_origin_s)
         self.fair_tree = FairTree(params.accounts, half_life_s=self.conf.half_life_s or math.inf,
                                   where="slurm: Accounts")
         self._max_qos = max([q.priority for q in params.qos.values()], default=0)
@@ -153,11 +171,33 @@ class SlurmScheduler:
         """Forget priorities, usage, requeue holds and the backfill clock."""
         self.fair_tree.reset()
         self._priority: dict[int, int] = {}  # job id -> priority (multifactor), as last computed
-        self._next_calc_s = 0.0  # next multifactor recalculation [s]
+        self._next_calc_s = self.calc_origin_s  # next multifactor recalculation [s]
+        self._factors: dict[str, float] = {}  # Fair Tree factor per user at the last recalculation
         self._next_backfill_s = -math.inf  # earliest time of the next backfill cycle [s]
         self._planned: list[tuple[Job, np.ndarray]] = []  # the rest of this instant's backfill starts
         self._planned_at = math.nan  # when they were planned [s]
         self._held: dict[int, float] = {}  # requeued job id -> time it is eligible again [s]
+        self._known: set[int] = set()  # pending jobs seen by an earlier call
+        self._pass_s = -math.inf  # when the pass queued by the latest submissions runs [s]
+        self._seen: tuple[int, frozenset[int]] | None = None  # (jobs ended, running jobs) at the last call
+
+    def _submissions_only(self, view: View) -> bool:
+        """True when, since the last call, jobs were submitted and nothing else changed (no end, no interruption),
+        and their pass is still to come; notes the submissions and the state."""
+        now, seen = view.time_s, (view.n_ended, frozenset(view.running))
+        new = view.pending.keys() - self._known
+        if new:
+            self._known |= new
+            if self._pass_s < now:  # no pass queued yet: the first of these submissions queues one
+                self._pass_s = now + SUBMIT_PASS_DELAY_S
+        changed, self._seen = self._seen is not None and seen != self._seen, seen
+        if self.conf.preempts and any(self._preemptor(view.pending[j]) for j in new):
+            return False  # a job that may preempt others does so at its submission (seen in every record)
+        return bool(new) and not changed and now < self._pass_s
+
+    def _preemptor(self, job: Job) -> bool:
+        qos = self.params.qos.get(job.qos)
+        return qos is not None and bool(qos.preempts)
 
     # --- priority -------------------------------------------------------------------------------------------
 
@@ -175,7 +215,7 @@ class SlurmScheduler:
         partition = governance.tier(job.partition) / top_tier if top_tier > 0 else 0.0
         qos = self.params.qos.get(job.qos)
         qos_factor = (qos.priority / self._max_qos) if qos is not None and self._max_qos > 0 else 0.0
-        value = (c.w_age * age + c.w_fairshare * factors.get(job.user, 1.0)
+        value = (c.w_age * age + c.w_fairshare * factors.get(job.user, 0.0)
                  + c.w_job_size * ((1.0 - size) if c.favor_small else size) + c.w_partition * partition
                  + c.w_qos * qos_factor)
         return max(1, int(value))
@@ -185,18 +225,16 @@ class SlurmScheduler:
         holds."""
         now = view.time_s
         self._held = {j: t for j, t in self._held.items() if j in view.pending or j in view.running}
-        pending = [j for j in view.pending.values()
-                   if self._held.get(j.job_id, now) <= now and j.submit_time_s + SUBMIT_PASS_DELAY_S <= now]
+        pending = [j for j in view.pending.values() if self._held.get(j.job_id, now) <= now]
         if self.conf.multifactor:
-            if now >= self._next_calc_s:
-                factors = self.fair_tree.factors(view)
-                self._priority.update({j.job_id: self._multifactor(view, j, factors) for j in pending})
+            if now >= self._next_calc_s:  # the decay thread's pass: usage, fair-share factors, pending priorities
+                self._factors = dict(self.fair_tree.factors(view))
+                self._priority.update({j.job_id: self._multifactor(view, j, self._factors) for j in pending})
                 period = self.conf.calc_period_s
-                self._next_calc_s = (math.floor(now / period) + 1) * period  # from time 0: slurmctld's start
+                self._next_calc_s = self.calc_origin_s + (math.floor((now - self.calc_origin_s) / period) + 1) * period
             new = [j for j in pending if j.job_id not in self._priority]
-            if new:  # priority at submission, with the fair-share factors of now
-                factors = self.fair_tree.factors(view)
-                self._priority.update({j.job_id: self._multifactor(view, j, factors) for j in new})
+            if new:  # priority at submission, with the factors of the last pass
+                self._priority.update({j.job_id: self._multifactor(view, j, self._factors) for j in new})
             ranked = sorted(pending, key=lambda j: (-self._priority[j.job_id], j.submit_time_s, j.job_id))
         else:
             ranked = sorted(pending, key=lambda j: (j.submit_time_s, j.job_id))
@@ -205,9 +243,13 @@ class SlurmScheduler:
     # --- the scheduler --------------------------------------------------------------------------------------
 
     def act(self, view: View) -> Action:
-        """Main scheduler (and preemption), then, at its cycle, backfill; else wait for the next of those."""
+        """Main scheduler (and preemption), then, at its cycle, backfill; else wait for the next of those. A call
+        whose only news is submissions defers to the pass they queue (:data:`SUBMIT_PASS_DELAY_S`)."""
         if not view.scheduler_up or not view.pending:
+            self._seen = (view.n_ended, frozenset(view.running))
             return WAIT
+        if self._submissions_only(view):
+            return Wait(until_s=self._pass_s)
         queue = self._queue(view)
         action = self._main(view, queue) if queue else None
         if action is None and queue and self.conf.backfill:
@@ -218,9 +260,10 @@ class SlurmScheduler:
         """Wait for the next event, or until the next backfill cycle, multifactor recalculation or end of a requeue
         hold, whichever comes first."""
         now = view.time_s
-        times = [t for t in self._held.values() if t > now]
-        times += [j.submit_time_s + SUBMIT_PASS_DELAY_S for j in view.pending.values()
-                  if j.submit_time_s + SUBMIT_PASS_DELAY_S > now]
+        period = self.conf.sched_interval_s  # a held job becomes eligible unnoticed: the next periodic pass sees it
+        times = [math.ceil(t / period) * period for t in self._held.values() if t > now]
+        if self._pass_s > now:
+            times.append(self._pass_s)
         if self.conf.multifactor and self._next_calc_s > now:
             times.append(self._next_calc_s)
         if self.conf.backfill and self._next_backfill_s > now:

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from baselines.shapes import SHAPE_RULES
 from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.job import Job
+from envs.placement.basic import shape_key
 from envs.sim.resources import ResourceState, add_node_holdings
 from envs.sim.view import PlacementRule, View
 
@@ -53,61 +54,53 @@ MAX_TRIES = 1000
 """Retries of one job within a cycle before it is given up (a guard; each retry moves start_res forward)."""
 
 
-@dataclass
-class _Slot:
-    begin_s: float
-    end_s: float
-    nodes: np.ndarray  # bool per node: not held by a reservation
-
-
-@dataclass
 class NodeSpace:
-    """The node-space map of one backfill cycle (module docstring)."""
+    """The node-space map of one backfill cycle (module docstring): slots [begin, end) in time order, each with the
+    nodes no reservation holds then (a row of ``nodes``)."""
 
-    slots: list[_Slot] = field(default_factory=list)
-
-    @classmethod
-    def empty(cls, n_nodes: int, begin_s: float, end_s: float) -> NodeSpace:
-        return cls([_Slot(begin_s, end_s, np.ones(n_nodes, dtype=bool))])
+    def __init__(self, n_nodes: int, begin_s: float, end_s: float) -> None:
+        self.begins = np.array([begin_s])
+        self.ends = np.array([end_s])
+        self.nodes = np.ones((1, n_nodes), dtype=bool)
 
     def usable(self, base: np.ndarray, start_res: float, end_s: float) -> tuple[np.ndarray, float]:
         """(nodes of ``base`` free in every slot overlapping [start_res, end_s], later_start or 0); start_res is
-        -inf on a job's first try (Slurm's 0: every slot up to end_s counts)."""
-        avail, later = base.copy(), 0.0
-        for i, slot in enumerate(self.slots):
-            nxt = self.slots[i + 1] if i + 1 < len(self.slots) else None
-            if slot.end_s > start_res and nxt is not None and later == 0.0:
-                current = avail & slot.nodes
-                if np.any(current & ~(base & nxt.nodes)):  # the next slot's nodes are not a superset
-                    later = slot.end_s
-            if slot.end_s <= start_res:
-                continue
-            if slot.begin_s <= end_s:
-                avail &= slot.nodes
-            else:
-                break
-        return avail, later
+        -inf on a job's first try (Slurm's 0: every slot up to end_s counts). ``later_start`` is the end of the
+        first such slot after which the usable nodes would change: the next slot's nodes are not a superset of
+        those left (the test runs on the slots up to the first one beginning after end_s, that one included)."""
+        live = np.flatnonzero(self.ends > start_res)  # a suffix of the slots
+        after = np.flatnonzero(self.begins[live] > end_s)
+        checked = live[: after[0] + 1] if after.size else live
+        covered = live[: after[0]] if after.size else live
+        avail = base & np.logical_and.reduce(self.nodes[covered], axis=0) if covered.size else base.copy()
+        checked = checked[checked + 1 < len(self.ends)]
+        if not checked.size:
+            return avail, 0.0
+        left = np.logical_and.accumulate(self.nodes[checked], axis=0) & base
+        shrinks = (left & ~(base & self.nodes[checked + 1])).any(axis=1)
+        return avail, float(self.ends[checked[np.argmax(shrinks)]]) if shrinks.any() else 0.0
 
     def overlaps(self, nodes: np.ndarray, start_s: float, end_s: float) -> bool:
         """True when a slot within [start_s, end_s) lacks one of ``nodes`` (``_test_resv_overlap``)."""
-        return any(s.end_s > start_s and s.begin_s < end_s and not np.all(s.nodes[nodes]) for s in self.slots)
+        within = (self.ends > start_s) & (self.begins < end_s)
+        return bool(within.any() and not self.nodes[np.ix_(within, nodes)].all())
 
     def reserve(self, nodes: np.ndarray, start_s: float, end_s: float, resolution_s: float) -> None:
         """Take ``nodes`` out of [start_s, end_s) (``_add_reservation``)."""
-        start_s = max(start_s, self.slots[0].begin_s)
+        start_s = max(start_s, float(self.begins[0]))
         end_s = max(end_s, start_s + resolution_s)
         self._split(start_s)
         self._split(end_s)
-        for slot in self.slots:
-            if slot.begin_s >= start_s and slot.end_s <= end_s:
-                slot.nodes[nodes] = False
+        inside = (self.begins >= start_s) & (self.ends <= end_s)
+        self.nodes[np.ix_(inside, nodes)] = False
 
     def _split(self, t: float) -> None:
-        for i, slot in enumerate(self.slots):
-            if slot.begin_s < t < slot.end_s:
-                self.slots.insert(i + 1, _Slot(t, slot.end_s, slot.nodes.copy()))
-                slot.end_s = t
-                return
+        j = np.flatnonzero((self.begins < t) & (t < self.ends))
+        if j.size:
+            k = int(j[0])
+            self.begins = np.insert(self.begins, k + 1, t)
+            self.ends = np.insert(self.ends, k, t)
+            self.nodes = np.insert(self.nodes, k + 1, self.nodes[k], axis=0)
 
 
 def _hold(c: ClusterSpec, job: Job, gpus: np.ndarray, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
@@ -132,6 +125,7 @@ class Running:
             self.on_node[k, self.cluster.gpu_node[gpus]] = True
         self.free = view.gpu_free_milli.copy()
         self.cpu, self.ram = view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy()
+        self._answers: dict[tuple, tuple[float, np.ndarray] | None] = {}  # (shape, nodes) -> will_run, until a start
 
     def start(self, job: Job, gpus: np.ndarray, end_s: float) -> None:
         """``job`` starts now on ``gpus`` and is expected to end at ``end_s``."""
@@ -143,6 +137,7 @@ class Running:
         row[0, self.cluster.gpu_node[gpus]] = True
         self.on_node = np.insert(self.on_node, k, row, axis=0)
         _hold(self.cluster, job, gpus, self.free, self.cpu, self.ram, -1)
+        self._answers.clear()
 
     def _fits(self, job: Job, rule: PlacementRule, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
               nodes: np.ndarray) -> np.ndarray | None:
@@ -155,7 +150,17 @@ class Running:
                                   self.view.gpu_mig_used, dict(self.view.mig_slices)), job)
 
     def will_run(self, job: Job, nodes: np.ndarray, rule: PlacementRule) -> tuple[float, np.ndarray] | None:
-        """(start [s], GPUs) of ``job`` on ``nodes``, by the batched test; None if it never fits there."""
+        """(start [s], GPUs) of ``job`` on ``nodes``, by the batched test; None if it never fits there. Jobs of one
+        shape get one answer per set of nodes (for the rules that read only the shape) until the next start."""
+        shape_of = getattr(rule, "shape_of", shape_key if rule in SHAPE_RULES else None)
+        if shape_of is None:
+            return self._will_run(job, nodes, rule)
+        key = (shape_of(job), nodes.tobytes())
+        if key not in self._answers:
+            self._answers[key] = self._will_run(job, nodes, rule)
+        return self._answers[key]
+
+    def _will_run(self, job: Job, nodes: np.ndarray, rule: PlacementRule) -> tuple[float, np.ndarray] | None:
         now = self.view.time_s
         free, cpu, ram = self.free.copy(), self.cpu.copy(), self.ram.copy()
         gpus = self._fits(job, rule, free, cpu, ram, nodes)
@@ -190,7 +195,7 @@ def backfill_cycle(view: View, queue: list[Job], rule: PlacementRule, *, max_job
     def floor_res(t: float) -> float:
         return math.floor((t + epoch_s) / resolution_s) * resolution_s - epoch_s
 
-    space = NodeSpace.empty(c.n_nodes, floor_res(now), floor_res(now + window_s))
+    space = NodeSpace(c.n_nodes, floor_res(now), floor_res(now + window_s))
     running = Running(view, epoch_s)
     out = []
     for job in queue[:max_jobs]:

@@ -1,7 +1,7 @@
 """The slurm policy's rules, each on a schedule computed by hand (one node of 8 GPUs unless said; rigid runtimes,
-runtime = requested time unless said), and its slurm: section. A job is first considered 1 s after its submission
-(sbatch never starts a job at once: the next scheduling pass does), so a job submitted at 0 on a free node starts
-at 1."""
+runtime = requested time unless said), and its slurm: section. A submission queues a scheduling pass 1 s later
+(sbatch never starts a job at once), which considers every job pending by then: jobs submitted at 0, 1, 2 and 3 are
+first considered at 1, 1, 3 and 3, so a job submitted at 0 on a free node starts at 1."""
 
 from __future__ import annotations
 
@@ -50,19 +50,19 @@ def test_a_reservation_holds_its_whole_node():
     # Job 1 runs 1-101. Job 2 (2 GPUs) is reserved at 101 for [101, 201), taking the whole node then. Job 3 (1 GPU,
     # 200 s) fits now on the free GPU, and EASY starts it at 2 (job 2 still fits at 100 on job 1's 7 GPUs), but
     # Slurm's plan has the node taken during [101, 201): job 3 waits, and the main scheduler starts it at 101 after
-    # job 2. Job 4 (1 GPU, 30 s) ends at 34, before the reservation: backfilled at 4.
+    # job 2. Job 4 (1 GPU, 30 s; considered at 3 with job 3) ends at 33, before the reservation: backfilled at 3.
     jobs = [job(1, 0, 7, 100), job(2, 1, 2, 100), job(3, 2, 1, 200, run=50), job(4, 3, 1, 30, run=20)]
-    assert starts(jobs) == {1: 1, 2: 101, 3: 101, 4: 4}
+    assert starts(jobs) == {1: 1, 2: 101, 3: 101, 4: 3}
     easy = simulate(node(), jobs, make("fcfs+easy"), RuntimeConfig.rigid())
     assert {r.job.job_id: r.start_time_s for r in easy.records}[3] == 2
 
 
 def test_a_job_ending_exactly_at_a_reservation_is_not_backfilled():
     # Job 2 is reserved from 101; job 3 (1 GPU, considered at 4) would end at 4 + 97 = 101: `begin_time <= end_time`
-    # blocks it, and it starts after job 2 (101-151). Job 4 (considered at 5) ends at 5 + 95 = 100: backfilled.
+    # blocks it, and it starts after job 2 (101-151). Job 4 (considered at 4 too) ends at 4 + 95 = 99: backfilled.
     jobs = [job(1, 0, 7, 100), job(2, 1, 8, 50), job(3, 3, 1, 97), job(4, 4, 1, 95)]
     got = starts(jobs)
-    assert got[4] == 5 and got[3] == 151 and got[2] == 101
+    assert got[4] == 4 and got[3] == 151 and got[2] == 101
 
 
 def test_the_will_run_test_takes_running_jobs_away_in_30_s_batches():
@@ -84,19 +84,19 @@ def test_the_will_run_test_takes_running_jobs_away_in_30_s_batches():
 
 
 def test_backfill_runs_only_at_its_cycle():
-    # bf_interval=30: job 1 starts at 1 through the main scheduler, leaving nothing pending; the first cycle runs
-    # at 2 (job 2 is considered and cannot start), the next at 32. Job 3 (1 GPU) could be backfilled at 6 (it ends
-    # before job 2's reservation at 101) but waits for that cycle.
+    # bf_interval=30: at 1 (the pass of jobs 1 and 2) the main scheduler starts job 1 and a backfill cycle reserves
+    # job 2; the next cycle is due at 31. Job 3 (1 GPU) could be backfilled at its pass, 6 (it ends before job 2's
+    # reservation at 101), but only the main scheduler runs then, and it stops at job 2: job 3 waits for the cycle.
     jobs = [job(1, 0, 7, 100), job(2, 1, 8, 50), job(3, 5, 1, 20)]
     got = starts(jobs, {"SchedulerParameters": "bf_interval=30,bf_resolution=1"})
-    assert got[3] == 32
+    assert got[3] == 31
 
 
 def test_bf_max_job_test_limits_the_jobs_a_cycle_considers():
-    # Jobs 2 and 3 are blocked; job 4 is backfilled at 4, but with bf_max_job_test=2 the cycle stops before it, and
-    # it runs after job 3 (1-101, 101-151, 151-201).
+    # Jobs 2 and 3 are blocked; job 4 is backfilled at its pass (3), but with bf_max_job_test=2 the cycle stops
+    # before it, and it runs after job 3 (1-101, 101-151, 151-201).
     jobs = [job(1, 0, 7, 100), job(2, 1, 8, 50), job(3, 2, 8, 50), job(4, 3, 1, 20)]
-    assert starts(jobs)[4] == 4
+    assert starts(jobs)[4] == 3
     assert starts(jobs, {"SchedulerParameters": "bf_interval=1,bf_resolution=1,bf_max_job_test=2"})[4] == 201
 
 
@@ -146,18 +146,23 @@ def test_multifactor_priority_by_hand():
 
 
 def test_qos_preemption_requeues_and_holds_the_victims():
-    # Job 1 (QOS low, 8 GPUs, 300 s) runs from 1. Job 2 (QOS high, may preempt low), submitted at 10, is considered
-    # at 11: job 1 is requeued and job 2 starts at 11; job 1 may start again 121 s after its requeue (132), job 2
-    # having ended at 71; it reruns from the start and ends at 432.
+    # Job 1 (QOS low, 8 GPUs, 300 s) runs from 1. Job 2 (QOS high, may preempt low) preempts at its submission, 10:
+    # job 1 is requeued and job 2 runs 10-70. Job 1 may start again 121 s after its requeue (131), but that is no
+    # event: the main scheduler's next periodic pass (sched_interval 60 s: at 180) starts it, and it reruns from the
+    # start until 480.
     slurm = {**FAST, "PriorityType": "priority/multifactor", "PriorityWeightQOS": 10000, "PreemptType": "preempt/qos",
              "PreemptMode": "REQUEUE", "QOS": {"low": {"Priority": 0}, "high": {"Priority": 100, "Preempt": ["low"]}}}
     jobs = [job(1, 0, 8, 300, qos="low", preemptible=True), job(2, 10, 8, 60, qos="high")]
     policy = slurm_policy("slurm", slurm)
     log = simulate(node(), jobs, policy, RuntimeConfig.rigid(), RERUN)
     by_id = {r.job.job_id: r for r in log.records}
-    assert by_id[2].start_time_s == 11
-    assert by_id[1].start_time_s == 1 and by_id[1].finish_time_s == 132 + 300
+    assert by_id[2].start_time_s == 10
+    assert by_id[1].start_time_s == 1 and by_id[1].finish_time_s == 180 + 300
     assert by_id[1].interruptions.preemptions == 1
+    # A job end after the hold is an event: with job 3 (high, 8 GPUs, 140-160), job 1 restarts at 160.
+    jobs = [*jobs, job(3, 140, 8, 20, qos="high")]
+    log = simulate(node(), jobs, slurm_policy("slurm", slurm), RuntimeConfig.rigid(), RERUN)
+    assert {r.job.job_id: r.finish_time_s for r in log.records}[1] == 160 + 300
 
 
 def test_the_family_is_in_the_registry_and_takes_a_placement():
@@ -208,3 +213,38 @@ def test_bad_sections_say_what_and_where(section, message):
                                            ("1-0:10", 1450), ("1-00:00:30", 1440.5), ("UNLIMITED", math.inf), (7, 7)])
 def test_slurm_time_strings(text, minutes):
     assert slurm_minutes(text, "t") == pytest.approx(minutes)
+
+
+def test_a_submission_pass_takes_every_job_pending_by_then():
+    # Job 1 (tier 0) is submitted at 0 and job 2 (tier 5) at 0.5; both want the whole node. The pass queued by job
+    # 1's submission runs at 1 and sees both: job 2 goes first (higher tier), job 1 after it (151).
+    cluster = node(partitions=[{"name": "low", "groups": ["n"], "default": True},
+                               {"name": "high", "groups": ["n"], "priority_tier": 5}])
+    jobs = [job(1, 0, 8, 100, partition="low"), job(2, 0.5, 8, 150, partition="high")]
+    assert starts(jobs, cluster=cluster) == {2: 1, 1: 151}
+
+
+def test_a_user_unknown_at_the_last_recalculation_gets_no_fair_share():
+    # Passes at 5, 65, ... (calc_origin_s=5). Jobs 1 and 2 (user u@x) are submitted at 0 and first seen at 1: no
+    # pass has run, so their fair-share factor is 0 and their priority int(0) -> 1 (Slurm's floor); the pass at 5
+    # gives u@x, the only user, rank 1 of 1: 10000 for job 2, still pending.
+    slurm = {**FAST, "PriorityType": "priority/multifactor", "PriorityWeightFairshare": 10000,
+             "PriorityCalcPeriod": 1}
+    policy = slurm_policy("slurm", slurm, calc_origin_s=5.0)
+    jobs = [job(1, 0, 8, 100, user="u@x", team="x"), job(2, 0, 8, 100, user="u@x", team="x")]
+    seen = []
+
+    class Spy:
+        name = "spy"
+
+        def reset(self):
+            policy.reset()
+
+        def act(self, view):
+            action = policy.act(view)
+            seen.append((view.time_s, dict(policy._priority)))
+            return action
+
+    simulate(node(), jobs, Spy(), RuntimeConfig.rigid(), RERUN)
+    assert next(p for t, p in seen if t >= 1) == {1: 1, 2: 1}
+    assert next(p for t, p in seen if t >= 5)[2] == 10000

@@ -24,8 +24,8 @@ REWARD_TERMS = ("wait", "utilization")
 class EnvConfig:
     """Everything that defines a GPUClusterEnv variant."""
 
-    cluster: str = "hetero-64"  # preset name, YAML path, swf:N, openb:NODE_LIST.csv, or "auto" (the trace's own)
-    workload: str = "default"  # synthetic preset name / YAML path, or swf:PATH, philly:PATH, openb:PATH
+    cluster: str = "hetero-64"  # preset, YAML, swf:N, openb:/scontrol:/sinfo:/kubectl:PATH, or "auto" (the trace's)
+    workload: str = "default"  # synthetic preset name / YAML path, or FORMAT:PATH (swf, philly, openb, sacct, ...)
     episode_jobs: int = 256  # M: jobs per episode (a generated workload, or a window of the trace)
     slots: int = 16  # K: pending jobs visible to the agent, in queue order
     placement_rules: tuple[str, ...] = ("pack", "spread", "topology")  # P rules, see envs.placement

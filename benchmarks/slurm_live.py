@@ -1,0 +1,443 @@
+"""Replay a job stream on a real Slurm on this machine, record every job's start and end, and compare the record
+with our simulator's presets.
+
+    python benchmarks/slurm_live.py record CASE.yaml --out RECORD.yaml      # needs root, slurm-wlm and munge
+    python benchmarks/slurm_live.py compare RECORD.yaml [--policies fcfs,fcfs+easy,fcfs+conservative,slurm]
+    python benchmarks/slurm_live.py stream --workload default --jobs 20 --scale 0.02 --seed 0 --out CASE.yaml
+
+``record`` writes a ``slurm.conf`` (and ``gres.conf``) for the case's one-node cluster and its ``slurm:`` section
+(:mod:`baselines.slurm_conf`) into a fresh folder, starts ``munged`` (unless one runs), ``slurmctld`` and one
+``slurmd`` on localhost as root (and, for a case with ``accounts`` or ``qos``, MariaDB and ``slurmdbd``, with the
+accounts, users and QOS created by ``sacctmgr``), submits every job with ``sbatch --wrap "sleep S"`` at its submit
+offset, waits until every job has ended (``jobcomp/filetxt``), stops the daemons it started, and writes the record:
+the case, the conf files, Slurm's version, ``sacct --parsable2`` output when accounting ran (also written beside
+the record as ``NAME.sacct.txt``, a real sample for the sacct loader), and per job its Slurm
+id, submission, start and end [s from slurmctld's start, the origin of its periodic work], read with millisecond
+precision from ``slurmctld.log`` (jobcomp logs whole seconds; the two are checked against each other), which part
+of slurmctld started it (``main`` scheduler or ``backfill``), its state and any earlier (requeued) runs.
+``reread`` rebuilds a record from a run folder kept with ``--keep``.
+What is missing on a machine that cannot run it (not root, no ``slurmctld``, no munge key, ...) is said in one line.
+
+GPUs are count-only GRES: Debian's slurmd drops file-less GPUs, so ``gres.conf`` names eight character devices
+made in the run folder (``mknod c 1 3``, the same device as /dev/null); a task plugin that constrains devices would
+need real ones, and ``task/none`` is used. The node's CPUs and memory come from the case (``SlurmdParameters=
+config_overrides`` lets them exceed the machine's); every job asks for 1 CPU and 100 MB, so only GPUs bind.
+
+``compare`` replays a record in the simulator (:mod:`evaluation.slurm_replay`: the recorded submits, runtimes =
+recorded end - start, requested times = the whole minutes of ``--time``) under each policy and prints per-job
+|start difference| [s] and the start-order inversions (pairs of jobs that Slurm started at different seconds in
+one order and the simulator in the other).
+
+``stream`` turns any workload into a case: its first ``--jobs`` jobs, times scaled by ``--scale``, GPUs capped at
+the node's, requested times rounded up to whole minutes (Slurm's unit for ``--time``), runtimes kept below them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import getpass
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from envs.core.cli import ArgumentParser, run_cli  # noqa: E402
+from envs.core.errors import ConfigError  # noqa: E402
+from envs.core.files import read_yaml, write_text_atomically  # noqa: E402
+from evaluation.slurm_replay import (  # noqa: E402
+    SlurmCase,
+    case_from_dict,
+    case_from_workload,
+    compare,
+    slurm_conf_text,
+)
+
+DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scontrol")
+"""Programs ``record`` needs on the PATH (``sbin`` included)."""
+
+ACCOUNTING_DAEMONS = ("slurmdbd", "sacctmgr", "sacct", "mariadbd")
+"""Programs a case with accounts or QOS needs as well."""
+
+GPU_DEVICES = 8
+"""How many fake GPU devices the run folder gets (the most GPUs a case's node may have)."""
+
+SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Submit,Start,End,Timelimit,ReqTRES,AllocTRES,NNodes,Partition,QOS,Account,"
+                "User,State")
+"""The sacct columns a record keeps (what :mod:`envs.workload.sacct` reads)."""
+
+CASE_JOB_KEYS = ("id", "gpus", "time_min", "run_s", "partition", "account", "qos")
+"""What a record keeps of each case job (its submit offset becomes Slurm's own submission time)."""
+
+POLL_S = 0.5
+"""How often ``record`` checks for ended jobs [s]."""
+
+
+class Missing(ConfigError):
+    """Something ``record`` needs is not on this machine."""
+
+
+def _which(program: str) -> str | None:
+    return shutil.which(program) or shutil.which(program, path="/usr/sbin:/sbin:/usr/bin")
+
+
+def check_machine(case: SlurmCase) -> None:
+    """Raise :class:`Missing` (one line: everything missing) unless this machine can run ``case`` live."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append(f"root (running as {getpass.getuser()})")
+    needed = DAEMONS + (ACCOUNTING_DAEMONS if case.needs_accounting else ())
+    missing.extend(p for p in needed if _which(p) is None)
+    if not Path("/etc/munge/munge.key").is_file():
+        missing.append("/etc/munge/munge.key")
+    if missing:
+        raise Missing(f"cannot run Slurm here; missing: {', '.join(missing)} (apt-get install slurm-wlm munge"
+                      + (" slurmdbd mariadb-server" if case.needs_accounting else "") + ")")
+
+
+class LiveSlurm:
+    """The daemons of one recording, in a run folder; :meth:`stop` stops what :meth:`start` started."""
+
+    def __init__(self, case: SlurmCase, folder: Path) -> None:
+        self.case, self.folder = case, folder
+        self.host = socket.gethostname().split(".")[0]
+        self.env = dict(os.environ, SLURM_CONF=str(folder / "slurm.conf"),
+                        PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+        self.started: list[str] = []
+
+    def run(self, *argv: str, check: bool = True) -> str:
+        """Run a Slurm command; its standard output."""
+        done = subprocess.run(argv, env=self.env, capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
+        return done.stdout
+
+    def write_confs(self) -> None:
+        """slurm.conf, gres.conf (and slurmdbd.conf) and the fake GPU devices."""
+        for sub in ("state", "spool"):
+            (self.folder / sub).mkdir(parents=True, exist_ok=True)
+        for i in range(GPU_DEVICES):
+            device = self.folder / f"gpu{i}"
+            if not device.exists():
+                os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))
+        conf = slurm_conf_text(self.case, self.host, self.folder)
+        (self.folder / "slurm.conf").write_text(conf)
+        (self.folder / "gres.conf").write_text(f"Name=gpu File={self.folder}/gpu[0-{GPU_DEVICES - 1}]\n")
+        if self.case.needs_accounting:
+            dbd = self.folder / "slurmdbd.conf"
+            dbd.write_text(f"AuthType=auth/munge\nDbdHost=localhost\nSlurmUser=root\nStorageType="
+                           f"accounting_storage/mysql\nStorageHost=localhost\nStorageUser=root\nStorageLoc="
+                           f"gpusched_acct\nLogFile={self.folder}/slurmdbd.log\nPidFile={self.folder}/slurmdbd.pid\n")
+            dbd.chmod(0o600)
+
+    def start(self) -> None:
+        """Start munge (unless it runs), the database and slurmdbd (for accounting), slurmctld and slurmd."""
+        if subprocess.run(["pgrep", "-x", "munged"], capture_output=True).returncode != 0:
+            Path("/run/munge").mkdir(parents=True, exist_ok=True)
+            shutil.chown("/run/munge", "munge")
+            subprocess.run(["runuser", "-u", "munge", "--", _which("munged")], check=True)
+            self.started.append("munged")
+        if self.case.needs_accounting:
+            self._start_accounting()
+        self.run(_which("slurmctld"), "-c", "-f", self.env["SLURM_CONF"])
+        self.started.append("slurmctld")
+        self.run(_which("slurmd"), "-c", "-f", self.env["SLURM_CONF"])
+        self.started.append("slurmd")
+        self._wait_for_node()
+
+    def _start_accounting(self) -> None:
+        if subprocess.run(["pgrep", "-x", "mariadbd"], capture_output=True).returncode != 0:
+            Path("/run/mysqld").mkdir(parents=True, exist_ok=True)
+            shutil.chown("/run/mysqld", "mysql")
+            subprocess.Popen(["mysqld_safe"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.started.append("mariadbd")
+            self._until(lambda: subprocess.run(["mysqladmin", "ping"], capture_output=True).returncode == 0,
+                        30, "MariaDB to answer")
+        subprocess.run(["mysql", "-e", "DROP DATABASE IF EXISTS gpusched_acct"], check=True)
+        self.run(_which("slurmdbd"))  # reads slurmdbd.conf beside SLURM_CONF
+        self.started.append("slurmdbd")
+        self._until(lambda: "gpusched" in self._add_cluster(), 30, "slurmdbd to take the cluster")
+
+    def _add_cluster(self) -> str:
+        self.run("sacctmgr", "-i", "add", "cluster", "gpusched", check=False)
+        return self.run("sacctmgr", "-n", "-P", "list", "cluster", "format=cluster", check=False)
+
+    def add_associations(self) -> None:
+        """QOS, accounts (with their shares) and the root user in every account, as the case says."""
+        for qos in self.case.qos:
+            self.run("sacctmgr", "-i", "add", "qos", qos["name"], check=False)
+            fields = [f"{k}={v}" for k, v in qos.items() if k != "name"]
+            if fields:
+                self.run("sacctmgr", "-i", "modify", "qos", "where", f"name={qos['name']}", "set", *fields)
+        qos_names = ",".join(["normal"] + [q["name"] for q in self.case.qos])
+        for account, shares in self.case.accounts.items():
+            self.run("sacctmgr", "-i", "add", "account", account, "cluster=gpusched", f"fairshare={shares}")
+            self.run("sacctmgr", "-i", "add", "user", "root", f"account={account}", "cluster=gpusched",
+                     f"qos={qos_names}")
+        self.run("scontrol", "reconfigure")
+
+    def _wait_for_node(self) -> None:
+        """Count-only GPUs: set the node's GRES and resume it once slurmd has registered."""
+        self._until(lambda: "State=" in self.run("scontrol", "show", "node", self.host, "--oneliner", check=False),
+                    30, "slurmd to register")
+        gres = f"gpu:{self.case.node_gpus}"
+        self.run("scontrol", "update", f"nodename={self.host}", f"gres={gres}", check=False)
+        self.run("scontrol", "update", f"nodename={self.host}", "state=resume", check=False)
+
+        def idle() -> bool:
+            line = self.run("scontrol", "show", "node", self.host, "--oneliner", check=False)
+            return "State=IDLE " in line and f"Gres={gres}" in line
+        self._until(idle, 30, f"node {self.host} to be idle with {gres}")
+
+    @staticmethod
+    def _until(ready: Any, limit_s: float, what: str) -> None:
+        deadline = time.monotonic() + limit_s
+        while not ready():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"gave up waiting for {what} after {limit_s:.0f} s")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        """Stop what :meth:`start` started (last first)."""
+        names = {"slurmctld": "slurmctld", "slurmd": "slurmd", "munged": "munged", "slurmdbd": "slurmdbd",
+                 "mariadbd": "mariadbd"}
+        for daemon in reversed(self.started):
+            subprocess.run(["pkill", "-x", names[daemon]], check=False)
+        self.started.clear()
+
+
+def submit_all(live: LiveSlurm, case: SlurmCase, log: Any) -> dict[int, int]:
+    """Submit each job at its offset from now; {case job id: Slurm job id}."""
+    ids: dict[int, int] = {}
+    t0 = time.monotonic()
+    for job in sorted(case.jobs, key=lambda j: (j["submit_s"], j["id"])):
+        delay = t0 + job["submit_s"] - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        argv = ["sbatch", "--parsable", f"--job-name=g{job['id']}", f"--gres=gpu:{job['gpus']}", "-c", "1",
+                "--mem=100", f"--time={job['time_min']}", "-o", "/dev/null", "-e", "/dev/null"]
+        argv += [f"--partition={job['partition']}"] if job.get("partition") else []
+        argv += [f"--account={job['account']}"] if job.get("account") else []
+        argv += [f"--qos={job['qos']}"] if job.get("qos") else []
+        argv += ["--wrap", f"sleep {job['run_s']}"]
+        ids[job["id"]] = int(live.run(*argv).strip().split(";")[0])
+        print(f"  t={time.monotonic() - t0:6.1f} s  job {job['id']} -> Slurm {ids[job['id']]}", file=log, flush=True)
+    return ids
+
+
+def jobcomp_runs(path: Path) -> dict[int, list[dict[str, str]]]:
+    """The ``key=value`` fields of every ``jobcomp/filetxt`` line, by Slurm job id, in the order logged."""
+    runs: dict[int, list[dict[str, str]]] = {}
+    if not path.exists():
+        return runs
+    for line in path.read_text().splitlines():
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        if "JobId" in fields:
+            runs.setdefault(int(fields["JobId"]), []).append(fields)
+    return runs
+
+
+CTLD_EVENTS = (
+    (re.compile(r"slurmctld version \S+ started"), "origin"),
+    (re.compile(r"priority/multifactor: _read_last_decay_ran"), "decay"),
+    (re.compile(r"_slurm_rpc_submit_batch_job: JobId=(\d+) "), "submit"),
+    (re.compile(r"sched: Allocate JobId=(\d+) "), "main"),
+    (re.compile(r"sched/backfill: _start_job: Started JobId=(\d+) "), "backfill"),
+    (re.compile(r"_job_complete: JobId=(\d+) done"), "end"),
+    (re.compile(r"preempted JobId=(\d+) has been requeued"), "requeued"),
+)
+"""What ``slurmctld.log`` says, with millisecond timestamps: its start, the decay thread's start (priority/multifactor:
+its first pass), each submission, each start (by the main scheduler or by backfill), each end and each requeue by
+preemption (the end of an earlier run)."""
+
+
+def ctld_events(path: Path) -> tuple[dict[str, float], dict[int, list[tuple[str, float]]]]:
+    """({"origin": slurmctld's start, "decay": the decay thread's start, if any}, per Slurm job id its (event, Unix
+    time) in log order) from ``slurmctld.log``."""
+    marks: dict[str, float] = {}
+    events: dict[int, list[tuple[str, float]]] = {}
+    for line in path.read_text().splitlines():
+        if not line.startswith("["):
+            continue
+        stamp, _, text = line[1:].partition("] ")
+        for pattern, kind in CTLD_EVENTS:
+            match = pattern.search(text)
+            if match is None:
+                continue
+            t = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+            if kind in ("origin", "decay"):
+                marks.setdefault(kind, t)
+            else:
+                events.setdefault(int(match.group(1)), []).append((kind, t))
+            break
+    if "origin" not in marks:
+        raise RuntimeError(f"{path}: no 'slurmctld version ... started' line")
+    return marks, events
+
+
+def read_run(case: SlurmCase, folder: Path) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """(the Unix times of slurmctld's and its decay thread's start, the case's jobs with what Slurm did) from a run
+    folder: the job names (``g<id>``) and states from jobcomp.txt, the times from slurmctld.log (checked against
+    jobcomp's seconds)."""
+    marks, events = ctld_events(folder / "slurmctld.log")
+    origin = marks["origin"]
+    by_name = {runs[-1]["Name"]: (slurm_id, runs) for slurm_id, runs in jobcomp_runs(folder / "jobcomp.txt").items()}
+    jobs = []
+    for job in case.jobs:
+        slurm_id, runs = by_name[f"g{job['id']}"]
+        seen = events.get(slurm_id, [])
+        submits = [t for kind, t in seen if kind == "submit"]
+        starts = [(kind, t) for kind, t in seen if kind in ("main", "backfill")]
+        ends = [t for kind, t in seen if kind in ("end", "requeued")]
+        if not submits or not starts or len(ends) != len(starts):
+            raise RuntimeError(f"slurmctld.log lacks the submission, starts or ends of Slurm job {slurm_id}")
+        last = runs[-1]
+        for t, field in ((starts[-1][1], "StartTime"), (ends[-1], "EndTime")):
+            if not 0 <= t - _epoch(last[field]) < 1.5:  # jobcomp truncates; the log line may come a few ms late
+                raise RuntimeError(f"Slurm job {slurm_id}: slurmctld.log and jobcomp.txt disagree on its {field}")
+        earlier = [{"start_s": round(s - origin, 3), "end_s": round(e - origin, 3), "started_by": kind,
+                    "state": "REQUEUED"} for (kind, s), e in zip(starts[:-1], ends[:-1], strict=True)]
+        jobs.append({**{k: v for k, v in job.items() if k in CASE_JOB_KEYS}, "slurm_id": slurm_id,
+                     "submit_s": round(submits[0] - origin, 3), "start_s": round(starts[-1][1] - origin, 3),
+                     "end_s": round(ends[-1] - origin, 3), "started_by": starts[-1][0], "state": last["JobState"],
+                     **({"earlier_runs": earlier} if earlier else {})})
+    return marks, jobs
+
+
+def _epoch(text: str) -> int:
+    return int(datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp())
+
+
+def record(case: SlurmCase, out: Path, keep: Path | None, log: Any = sys.stdout) -> dict[str, Any]:
+    """Run ``case`` on a live Slurm (see the module docstring) and write its record to ``out``; the record."""
+    check_machine(case)
+    folder = Path(tempfile.mkdtemp(prefix="slurm-live-")) if keep is None else keep
+    folder.mkdir(parents=True, exist_ok=True)
+    live = LiveSlurm(case, folder)
+    live.write_confs()
+    try:
+        live.start()
+        if case.needs_accounting:
+            live.add_associations()
+        version = live.run("scontrol", "--version").strip()
+        print(f"{version} up on {live.host} in {folder}; submitting {len(case.jobs)} jobs", file=log, flush=True)
+        ids = submit_all(live, case, log)
+        final = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY"}
+        deadline = time.monotonic() + max(j["submit_s"] for j in case.jobs) + sum(
+            60 * j["time_min"] for j in case.jobs) + 300
+        while True:
+            runs = jobcomp_runs(folder / "jobcomp.txt")
+            if all(runs.get(s) and runs[s][-1]["JobState"] in final for s in ids.values()):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("jobs still not ended after every time limit passed")
+            time.sleep(POLL_S)
+        sacct = live.run("sacct", "--parsable2", "--duplicates", "-S", "now-1days", "--format",
+                         SACCT_FORMAT, check=False) if case.needs_accounting else ""
+    finally:
+        live.stop()
+    result = record_of_folder(case, folder, version, live.host, sacct)
+    write_text_atomically(out, yaml.safe_dump(result, sort_keys=False, width=120))
+    if sacct:
+        write_text_atomically(sacct_path(out), sacct)
+    if keep is None:
+        shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def sacct_path(record_path: Path) -> Path:
+    """Where ``record`` puts the sacct output of a record (beside it: ``NAME.sacct.txt``)."""
+    return record_path.with_name(record_path.stem + ".sacct.txt")
+
+
+def record_of_folder(case: SlurmCase, folder: Path, version: str, host: str, sacct: str = "") -> dict[str, Any]:
+    """The record of a finished run kept in ``folder`` (``record`` writes it; ``reread`` rebuilds it)."""
+    marks, jobs = read_run(case, folder)
+    origin = marks["origin"]
+    decay = {"decay_s": round(marks["decay"] - origin, 3)} if "decay" in marks else {}
+    return {**case.as_dict(), "jobs": jobs, "recorded": {
+        "slurm": version, "date": datetime.date.fromtimestamp(origin).isoformat(), "host": host,
+        "epoch_s": round(origin, 3), **decay, "origin": "slurmctld's start (times from slurmctld.log, in ms)",
+        "command": " ".join(["python", "benchmarks/slurm_live.py", *sys.argv[1:]]),
+        "slurm_conf": (folder / "slurm.conf").read_text(), "gres_conf": (folder / "gres.conf").read_text(),
+        **({"sacct": sacct} if sacct else {})}}
+
+
+def print_comparison(record_data: dict[str, Any], policies: Sequence[str], log: Any = sys.stdout) -> None:
+    """Per policy: each job's |start difference| [s], the largest, and the start-order inversions."""
+    for policy in policies:
+        result = compare(record_data, policy)
+        print(f"{record_data['name']}  {policy}: max |start diff| {result.max_diff_s:.1f} s, "
+              f"{result.within(3)} of {len(result.diffs)} within 3 s, {result.inversions} order inversions", file=log)
+        print("  job    slurm      sim  |diff|", file=log)
+        for job_id, (slurm_s, sim_s) in sorted(result.starts.items(), key=lambda kv: (kv[1][0], kv[0])):
+            print(f"  {job_id:>3}  {slurm_s:>7.1f}  {sim_s:>7.1f}  {abs(sim_s - slurm_s):>5.1f}", file=log)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = ArgumentParser(prog="slurm_live", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record", help="run a case on a live Slurm and write its record")
+    rec.add_argument("case", type=Path)
+    rec.add_argument("--out", type=Path, required=True)
+    rec.add_argument("--keep", type=Path, help="run folder to keep (confs, logs); default a temporary one")
+    rec.add_argument("--policies", default="fcfs,fcfs+easy,fcfs+conservative,slurm", help="compare afterwards")
+    cmp_ = sub.add_parser("compare", help="replay a record in the simulator")
+    cmp_.add_argument("record", type=Path)
+    cmp_.add_argument("--policies", default="fcfs,fcfs+easy,fcfs+conservative,slurm")
+    again = sub.add_parser("reread", help="rebuild a record from a kept run folder (record --keep)")
+    again.add_argument("case", type=Path)
+    again.add_argument("folder", type=Path)
+    again.add_argument("--out", type=Path, required=True)
+    again.add_argument("--slurm-version", default="slurm-wlm 22.05.8")
+    gen = sub.add_parser("stream", help="a case from a workload")
+    gen.add_argument("--workload", default="default")
+    gen.add_argument("--jobs", type=int, default=20)
+    gen.add_argument("--scale", type=float, default=0.02, help="factor on submit offsets and runtimes")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--slurm", type=Path, help="YAML of the slurm: section (default: Slurm's defaults)")
+    gen.add_argument("--out", type=Path, required=True)
+    for p in (parser, rec, cmp_, again, gen):
+        p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def body() -> int:
+        policies = [p for p in args.policies.split(",") if p] if hasattr(args, "policies") else []
+        if args.command == "record":
+            data = record(case_from_dict(read_yaml(args.case, "Slurm case"), str(args.case)), args.out, args.keep)
+            print(f"wrote {args.out}")
+            print_comparison(data, policies)
+        elif args.command == "reread":
+            case = case_from_dict(read_yaml(args.case, "Slurm case"), str(args.case))
+            data = record_of_folder(case, args.folder, args.slurm_version, socket.gethostname().split(".")[0])
+            write_text_atomically(args.out, yaml.safe_dump(data, sort_keys=False, width=120))
+            print(f"wrote {args.out}")
+        elif args.command == "compare":
+            print_comparison(read_yaml(args.record, "Slurm record"), policies)
+        else:
+            slurm = read_yaml(args.slurm, "slurm section") if args.slurm else {}
+            case = case_from_workload(args.workload, args.jobs, args.scale, args.seed, slurm)
+            write_text_atomically(args.out, yaml.safe_dump(case.as_dict(), sort_keys=False, width=120))
+            print(f"wrote {args.out}: {len(case.jobs)} jobs")
+        return 0
+    return run_cli("slurm_live", body, args.debug)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

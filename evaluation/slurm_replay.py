@@ -1,0 +1,279 @@
+"""Slurm cases and records: a job stream for a one-node Slurm, what a live Slurm did with it, and the same stream
+replayed in the simulator (``benchmarks/slurm_live.py`` records; ``tests/test_slurm_fidelity.py`` replays).
+
+A **case** (YAML) holds::
+
+    name: fifo-backfill
+    description: one line
+    node: {gpus: 8, cpus: 16, ram_mib: 16000}     # the one node (slurmd) and what it offers
+    partitions:                                  # optional; default one partition "main" holding the node
+      - {name: short, priority_tier: 2, max_time_min: 2, default: true}
+      - {name: long}
+    slurm: {...}                                 # the slurm: section of a policy config (baselines.slurm_conf),
+                                                 # QOS and Accounts included (they need slurmdbd when live)
+    jobs:                                        # submit offset [s], GPUs, --time [min], sleep [s], and optional
+      - {id: 1, submit_s: 0, gpus: 4, time_min: 2, run_s: 50, partition: short, account: a, qos: high}
+
+A **record** is the case plus, per job, what Slurm did (``slurm_id``, ``submit_s``, ``start_s``, ``end_s`` in whole
+seconds from slurmctld's start, ``state``, ``earlier_runs`` of a requeued job) and ``recorded`` (Slurm's version, the
+date, the slurm.conf and gres.conf it ran, and ``sacct --parsable2`` output when accounting ran).
+
+Replaying a record (:func:`replay_starts`): the recorded submits, runtimes = recorded end − start of the last run
+(Slurm's own start overhead included), requested times = ``time_min`` × 60 s, user ``root@ACCOUNT`` (a Slurm
+association is a user under an account) and team = the account, on a one-node cluster of the case's GPUs (rigid
+runtime model: no speed or topology factors), under a policy made with the case's ``slurm`` section (a ``slurm``
+policy also gets the record's ``epoch_s`` and ``decay_s``). With accounting, partitions bill GPUs only
+(``TRESBillingWeights=GRES/gpu=1``), so Slurm's fair-share usage is GPU-seconds, as ours is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baselines.config import policy_config_from_dict
+from baselines.slurm import SLURM_PREFIX, slurm_policy
+from baselines.slurm_conf import slurm_conf_from_dict
+from envs.core.cluster import ClusterSpec
+from envs.core.dynamics import DynamicsConfig
+from envs.core.errors import ConfigError, check_keys
+from envs.core.job import Job
+from envs.core.presets import cluster_from_dict
+from envs.core.runtime import RuntimeConfig
+from envs.scenario import scenario
+from envs.sim.loop import simulate
+from envs.workload.table import Workload
+
+_CASE_KEYS = ("name", "description", "node", "partitions", "slurm", "jobs", "recorded")
+_NODE_KEYS = ("gpus", "cpus", "ram_mib")
+_PARTITION_KEYS = ("name", "priority_tier", "max_time_min", "allow_accounts", "default")
+_JOB_KEYS = ("id", "submit_s", "gpus", "time_min", "run_s", "partition", "account", "qos", "slurm_id", "start_s",
+             "end_s", "started_by", "state", "earlier_runs")
+RERUN = DynamicsConfig(restart_overhead_s=0.0)
+"""No failures, and a requeued job reruns its batch script from the start with no restart overhead."""
+NODE_NAME = "node"
+"""The simulated node's group name (its node is ``node-0``)."""
+
+
+@dataclass(frozen=True)
+class SlurmCase:
+    """A job stream for a one-node Slurm (module docstring); ``jobs`` are the case's (or record's) job mappings."""
+
+    name: str
+    jobs: tuple[Mapping[str, Any], ...]
+    node_gpus: int = 8
+    node_cpus: int = 16
+    node_ram_mib: int = 16000
+    partitions: tuple[Mapping[str, Any], ...] = ()
+    slurm: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+    epoch_s: float = 0.0  # a record's: the Unix time of its time 0 (slurmctld's start)
+    decay_s: float = 0.0  # a record's: when the decay thread (priority/multifactor) started [s]
+
+    @property
+    def needs_accounting(self) -> bool:
+        """True when the case has accounts or QOS (slurmdbd must run)."""
+        return bool(self.slurm.get("Accounts") or self.slurm.get("QOS"))
+
+    @property
+    def accounts(self) -> dict[str, int]:
+        """Account -> raw fair-share shares."""
+        accounts = self.slurm.get("Accounts") or {}
+        return {name: int((spec or {}).get("Fairshare", 1)) for name, spec in accounts.items()}
+
+    @property
+    def qos(self) -> list[dict[str, Any]]:
+        """QOS as sacctmgr fields: name, Priority, Preempt."""
+        out = []
+        for name, spec in (self.slurm.get("QOS") or {}).items():
+            spec = dict(spec or {})
+            if isinstance(spec.get("Preempt"), list):
+                spec["Preempt"] = ",".join(spec["Preempt"])
+            out.append({"name": name, **spec})
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """The case as YAML data."""
+        data: dict[str, Any] = {"name": self.name}
+        if self.description:
+            data["description"] = self.description
+        data["node"] = {"gpus": self.node_gpus, "cpus": self.node_cpus, "ram_mib": self.node_ram_mib}
+        if self.partitions:
+            data["partitions"] = [dict(p) for p in self.partitions]
+        data["slurm"] = dict(self.slurm)
+        data["jobs"] = [dict(j) for j in self.jobs]
+        return data
+
+
+def case_from_dict(data: Any, where: str = "case") -> SlurmCase:
+    """Parse and check a case (or record) mapping."""
+    check_keys(data, _CASE_KEYS, where)
+    node = data.get("node") or {}
+    check_keys(node, _NODE_KEYS, f"{where}: node")
+    partitions = tuple(data.get("partitions") or ())
+    for i, part in enumerate(partitions):
+        check_keys(part, _PARTITION_KEYS, f"{where}: partitions[{i}]")
+    slurm = dict(data.get("slurm") or {})
+    policy_config_from_dict({"slurm": slurm}, where)  # checks the section
+    jobs = data.get("jobs")
+    if not isinstance(jobs, list) or not jobs:
+        raise ConfigError(f"{where}: jobs: must be a non-empty list")
+    gpus = int(node.get("gpus", 8))
+    for i, job in enumerate(jobs):
+        check_keys(job, _JOB_KEYS, f"{where}: jobs[{i}]")
+        for key in ("id", "submit_s", "gpus", "time_min", "run_s"):
+            if key not in job:
+                raise ConfigError(f"{where}: jobs[{i}]: missing {key!r}")
+        if not 1 <= int(job["gpus"]) <= gpus:
+            raise ConfigError(f"{where}: jobs[{i}]: gpus must be 1..{gpus}, got {job['gpus']!r}")
+        if not 0 < int(job["run_s"]) < 60 * int(job["time_min"]):
+            raise ConfigError(f"{where}: jobs[{i}]: run_s must be > 0 and below time_min minutes")
+    recorded = data.get("recorded") or {}
+    return SlurmCase(str(data.get("name") or where), tuple(jobs), gpus, int(node.get("cpus", 16)),
+                     int(node.get("ram_mib", 16000)), partitions, slurm, str(data.get("description") or ""),
+                     float(recorded.get("epoch_s", 0.0)), float(recorded.get("decay_s", 0.0)))
+
+
+def case_from_workload(workload: str, n_jobs: int, scale: float, seed: int, slurm: Mapping[str, Any],
+                       node_gpus: int = 8) -> SlurmCase:
+    """A case from the first ``n_jobs`` jobs of a workload (preset name, YAML or FORMAT:PATH; generated with
+    ``seed``): submit offsets and runtimes × ``scale`` (whole seconds, runtimes at least 5 s), GPUs capped at
+    ``node_gpus``, requested times rounded up to whole minutes and kept above the runtime."""
+    if not scale > 0:
+        raise ConfigError(f"scale: must be > 0, got {scale!r}")
+    loaded = scenario(workload, seed=seed).workload
+    jobs = loaded.jobs[:n_jobs]
+    if not jobs:
+        raise ConfigError(f"workload {workload!r}: no jobs")
+    t0 = jobs[0].submit_time_s
+    out = []
+    for i, job in enumerate(jobs, start=1):
+        run_s = max(5, round(job.runtime_s * scale))
+        limit_min = max(1, math.ceil(max(job.runtime_estimate_s * scale, run_s + 2) / 60))
+        out.append({"id": i, "submit_s": round((job.submit_time_s - t0) * scale), "gpus": min(job.n_gpus, node_gpus),
+                    "time_min": limit_min, "run_s": run_s})
+    return SlurmCase(f"{loaded.name}-{n_jobs}", tuple(out), node_gpus, slurm=dict(slurm),
+                     description=f"first {n_jobs} jobs of {workload} (seed {seed}), times x {scale}")
+
+
+def slurm_conf_text(case: SlurmCase, host: str, folder: Path) -> str:
+    """The slurm.conf of a live run of ``case`` on ``host``, state and logs under ``folder``."""
+    conf = slurm_conf_from_dict({k: v for k, v in case.slurm.items() if k not in ("QOS", "Accounts")}, "slurm")
+    accounting = (["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
+                   "AccountingStorageEnforce=associations,limits,qos", "AccountingStorageTRES=gres/gpu"]
+                  if case.needs_accounting else ["AccountingStorageType=accounting_storage/none"])
+    lines = [
+        "# written by benchmarks/slurm_live.py for case " + case.name,
+        "ClusterName=gpusched", f"SlurmctldHost={host}", "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
+        f"StateSaveLocation={folder}/state", f"SlurmdSpoolDir={folder}/spool",
+        f"SlurmctldPidFile={folder}/slurmctld.pid", f"SlurmdPidFile={folder}/slurmd.pid",
+        f"SlurmctldLogFile={folder}/slurmctld.log", f"SlurmdLogFile={folder}/slurmd.log",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SwitchType=switch/none", "MpiDefault=none",
+        "ReturnToService=2", "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core_Memory", "GresTypes=gpu",
+        "JobCompType=jobcomp/filetxt", f"JobCompLoc={folder}/jobcomp.txt", "JobAcctGatherType=jobacct_gather/none",
+        "SlurmdParameters=config_overrides", "JobRequeue=1", *accounting, *conf.lines(),
+        f"NodeName={host} CPUs={case.node_cpus} RealMemory={case.node_ram_mib} Gres=gpu:{case.node_gpus} "
+        "State=UNKNOWN",
+    ]
+    for part in case.partitions or ({"name": "main", "default": True},):
+        line = f"PartitionName={part['name']} Nodes={host} State=UP"
+        line += f" PriorityTier={part['priority_tier']}" if "priority_tier" in part else ""
+        line += f" MaxTime={part['max_time_min']}" if "max_time_min" in part else " MaxTime=INFINITE"
+        line += f" AllowAccounts={','.join(part['allow_accounts'])}" if "allow_accounts" in part else ""
+        line += " Default=YES" if part.get("default") else ""
+        line += " TRESBillingWeights=GRES/gpu=1" if case.needs_accounting else ""  # usage in GPU-seconds
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def case_cluster(case: SlurmCase) -> ClusterSpec:
+    """The case's node as a one-node cluster (GPU speed 1), with its partitions."""
+    data: dict[str, Any] = {"name": f"slurm-{case.name}", "node_groups": [{
+        "name": NODE_NAME, "count": 1, "gpu_type": "A100-80GB", "gpus": case.node_gpus,
+        "cpus": case.node_cpus, "ram_gib": case.node_ram_mib / 1024}],
+        "gpu_types": {"A100-80GB": {"memory_gib": 80, "speed": 1.0}}}
+    if case.partitions:
+        data["partitions"] = [{"name": p["name"], "groups": [NODE_NAME],
+                               **({"priority_tier": p["priority_tier"]} if "priority_tier" in p else {}),
+                               **({"max_wall_s": 60.0 * p["max_time_min"]} if "max_time_min" in p else {}),
+                               **({"allowed_teams": list(p["allow_accounts"])} if "allow_accounts" in p else {}),
+                               **({"default": True} if p.get("default") else {})} for p in case.partitions]
+    return cluster_from_dict(data, f"case {case.name}")
+
+
+def record_workload(case: SlurmCase) -> Workload:
+    """The recorded jobs (a record's ``submit_s``, ``start_s``, ``end_s``) as a workload."""
+    preemptable = {name for spec in (case.slurm.get("QOS") or {}).values()
+                   for name in _names((spec or {}).get("Preempt"))}
+    jobs = []
+    for job in case.jobs:
+        if "start_s" not in job:
+            raise ConfigError(f"case {case.name}: job {job['id']} has no recorded start: not a record")
+        qos = str(job.get("qos") or "")
+        account = str(job.get("account") or "")
+        jobs.append(Job(job_id=int(job["id"]), submit_time_s=float(job["submit_s"]),
+                        runtime_s=float(job["end_s"] - job["start_s"]), runtime_estimate_s=60.0 * job["time_min"],
+                        n_gpus=int(job["gpus"]), user=f"root@{account}" if account else "root",
+                        team=account or "-", qos=qos, partition=str(job.get("partition") or ""),
+                        preemptible=qos in preemptable))
+    return Workload.from_jobs(case.name, jobs, source="slurm record")
+
+
+def _names(value: Any) -> list[str]:
+    """A Slurm list (``a,b`` or a YAML list) as names."""
+    if not value:
+        return []
+    return [str(v).strip() for v in (value.split(",") if isinstance(value, str) else value) if str(v).strip()]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Per job (Slurm's start, the simulator's start) [s], and the start-order inversions."""
+
+    starts: Mapping[int, tuple[float, float]]
+    inversions: int
+
+    @property
+    def diffs(self) -> np.ndarray:
+        """|simulated − recorded start| per job [s]."""
+        return np.array([abs(sim - real) for real, sim in self.starts.values()])
+
+    @property
+    def max_diff_s(self) -> float:
+        """The largest |start difference| [s]."""
+        return float(self.diffs.max())
+
+    def within(self, tolerance_s: float) -> int:
+        """How many jobs started within ``tolerance_s`` of Slurm's start."""
+        return int((self.diffs <= tolerance_s).sum())
+
+
+def inversions(starts: Mapping[int, tuple[float, float]]) -> int:
+    """Pairs of jobs that Slurm started at different seconds in one order and the simulator in the other."""
+    pairs = list(starts.values())
+    return sum(1 for i, (a_real, a_sim) in enumerate(pairs) for b_real, b_sim in pairs[i + 1:]
+               if (a_real - b_real) * (a_sim - b_sim) < 0)
+
+
+def replay_starts(case: SlurmCase, policy_name: str) -> dict[int, float]:
+    """Each job's (last) start [s] when the recorded stream is replayed under ``policy_name``, with the case's
+    ``slurm`` section as the slurm policies' parameters."""
+    if policy_name.strip().lower().partition("/")[0] == SLURM_PREFIX:
+        policy = slurm_policy(policy_name, case.slurm, epoch_s=case.epoch_s, calc_origin_s=case.decay_s)
+    else:
+        policy = policy_config_from_dict({"slurm": dict(case.slurm)}, f"case {case.name}").make(policy_name)
+    log = simulate(case_cluster(case), record_workload(case), policy, RuntimeConfig.rigid(), RERUN)
+    return {r.job.job_id: r.finish_time_s - r.job.runtime_s for r in log.records}
+
+
+def compare(record: Mapping[str, Any] | SlurmCase, policy_name: str) -> Comparison:
+    """The record's Slurm starts against ``policy_name``'s in the simulator."""
+    case = record if isinstance(record, SlurmCase) else case_from_dict(record, "record")
+    simulated = replay_starts(case, policy_name)
+    starts = {int(j["id"]): (float(j["start_s"]), simulated[int(j["id"])]) for j in case.jobs}
+    return Comparison(starts, inversions(starts))
