@@ -18,8 +18,9 @@ Checked against a live Slurm 22.05 on recorded streams (``tests/data/slurm/``, `
   the fair-share factors of the last pass, and a user that pass did not know (a new association) gets 0 until the
   next one; at the pass, usage is exact to that instant (Slurm charges running jobs at each pass and a job's tail at
   its end). The passes come every ``PriorityCalcPeriod`` from the decay thread's start (``calc_origin_s``). The
-  size factor is Slurm's: (nodes the job needs / nodes + its CPUs / the cluster's CPUs) / 2. Slurm also ranks the ``root`` user of the ``root`` account, which has no jobs: that changes the factors'
-  values (1/3 and 2/3 where ours are 1/2 and 1 for two accounts), not their order.
+  size factor is Slurm's: (nodes the job needs / nodes + its CPUs / the cluster's CPUs) / 2. Slurm also ranks the
+  ``root`` user of the ``root`` account, which has no jobs: that changes the factors' values (1/3 and 2/3 where
+  ours are 1/2 and 1 for two accounts), not their order.
 
 **Queue order**: higher partition ``PriorityTier`` first, then higher priority, then lower job id.
 
