@@ -43,7 +43,8 @@ whole nodes for its window (``_add_reservation`` clears the nodes from backfill'
 planned on them then, even on GPUs the reserved job leaves free. Reservations are made anew every cycle (none is
 kept from one cycle to the next).
 
-**Time limits**: requested times are whole minutes (``--time``); a replay's requested times are.
+**Time limits**: Slurm holds whole minutes (``--time``): a requested time is rounded up to the next minute
+(:func:`~baselines.slurm_backfill.time_limit_s`) wherever backfill plans with it.
 
 **Preemption** (``PreemptType=preempt/qos``, ``PreemptMode=REQUEUE``): when the main scheduler cannot start a job
 whose QOS may preempt others (``Preempt`` of its QOS), running jobs of those QOS are requeued, lowest QOS priority

@@ -26,7 +26,8 @@ GPU.
    → try again from that start. Otherwise the job is reserved on its nodes for [start, end), both rounded down to
    ``bf_resolution``, the end at least one resolution after the start.
 
-Times that Slurm aligns to the wall clock (30-s batches, resolution) use ``epoch_s``, the Unix time of simulated
+Time limits are whole minutes (:func:`time_limit_s`), running jobs end at start + limit. Times that Slurm aligns
+to the wall clock (30-s batches, resolution) use ``epoch_s``, the Unix time of simulated
 time 0 (0 unless a replay says).
 """
 
@@ -49,6 +50,12 @@ WILL_RUN_WINDOW_S = 30
 
 OVERDUE_START_S = 1.0
 """Start assumed for a job that fits only once a running job past its requested time has ended [s after now]."""
+
+def time_limit_s(job: Job) -> float:
+    """The job's time limit as Slurm holds it [s]: its requested time rounded up to whole minutes (``--time`` is in
+    minutes; a limit given in seconds is rounded up)."""
+    return math.ceil(job.runtime_estimate_s / 60 - 1e-9) * 60.0
+
 
 MAX_TRIES = 1000
 """Retries of one job within a cycle before it is given up (a guard; each retry moves start_res forward)."""
@@ -116,8 +123,8 @@ class Running:
 
     def __init__(self, view: View, epoch_s: float) -> None:
         self.view, self.cluster, self.epoch_s = view, view.cluster, epoch_s
-        runs = sorted(view.running.values(), key=lambda r: (r.expected_end_s, r.job.job_id))
-        self.ends = [r.expected_end_s for r in runs]
+        runs = sorted(view.running.values(), key=lambda r: (r.start_time_s + time_limit_s(r.job), r.job.job_id))
+        self.ends = [r.start_time_s + time_limit_s(r.job) for r in runs]
         self.jobs = [r.job for r in runs]
         self.gpus = [np.asarray(r.gpus) for r in runs]
         self.on_node = np.zeros((len(runs), self.cluster.n_nodes), dtype=bool)  # run x node: holds GPUs there
@@ -199,7 +206,7 @@ def backfill_cycle(view: View, queue: list[Job], rule: PlacementRule, *, max_job
     running = Running(view, epoch_s)
     out = []
     for job in queue[:max_jobs]:
-        limit_s = job.runtime_estimate_s
+        limit_s = time_limit_s(job)
         base = c.partition_nodes(job.partition) & view.node_up
         start_res = -math.inf
         for _ in range(MAX_TRIES):

@@ -58,29 +58,28 @@ def test_a_reservation_holds_its_whole_node():
 
 
 def test_a_job_ending_exactly_at_a_reservation_is_not_backfilled():
-    # Job 2 is reserved from 101; job 3 (1 GPU, considered at 4) would end at 4 + 97 = 101: `begin_time <= end_time`
-    # blocks it, and it starts after job 2 (101-151). Job 4 (considered at 4 too) ends at 4 + 95 = 99: backfilled.
-    jobs = [job(1, 0, 7, 100), job(2, 1, 8, 50), job(3, 3, 1, 97), job(4, 4, 1, 95)]
-    got = starts(jobs)
-    assert got[4] == 4 and got[3] == 151 and got[2] == 101
+    # All four are considered at 1. Job 1 (7 GPUs, 3 min) runs 1-181 and job 2 (8 GPUs) is reserved from 181. Job 3
+    # (1 GPU, 3 min) would end at 1 + 180 = 181: `begin_time <= end_time` blocks it, and it starts after job 2
+    # (181-241). Job 4 (1 GPU, 2 min) ends at 121: backfilled at 1.
+    jobs = [job(1, 0, 7, 180), job(2, 0.2, 8, 60), job(3, 0.5, 1, 180), job(4, 0.6, 1, 120)]
+    assert starts(jobs) == {1: 1, 2: 181, 3: 241, 4: 1}
 
 
 def test_the_will_run_test_takes_running_jobs_away_in_30_s_batches():
-    # Running from 1: job 1 (4 GPUs) ends at 101, job 2 (2 GPUs) at 116; 2 GPUs free. Job 3 (6 GPUs) could start
-    # at 101, but the first batch holds every job ending by B + 30 with B = 101 rounded up to a multiple of 30 (120):
-    # both jobs go, and job 3's reservation starts at the batch's last end, 116. So job 4 (1 GPU, considered at 3,
-    # ends at 3 + 108 = 111) is backfilled at 3 (EASY would not: job 3 must start at 101 there, and 2 - 1 + 4 < 6
-    # GPUs). Job 3 then starts at 111, when job 4 ends.
-    jobs = [job(1, 0, 4, 100), job(2, 0, 2, 115), job(3, 1, 6, 50), job(4, 2, 1, 108)]
-    assert starts(jobs) == {1: 1, 2: 1, 3: 111, 4: 3}
-    # The barrier counts from the wall clock: with simulated time 0 at Unix time 10, job 1's end (wall 111) rounds
-    # up to wall 120 (B = 110): B + 30 = 140 still holds job 2's end (116). At Unix time 25 (end at wall 126, B =
-    # 125 -> 155) the same; batching by simulated time alone would not say so in general.
-    assert starts(jobs, epoch_s=10)[4] == 3 and starts(jobs, epoch_s=25)[4] == 3
-    # Ends 101 and 160 (job 2 runs 159 s): 160 > 120 + 30, so the first batch holds job 1 alone, job 3 fits at
-    # 101 (2 + 4 GPUs) and job 4 (ends at 111) would delay it: it waits until job 3 ends.
-    later = [job(1, 0, 4, 100), job(2, 0, 2, 159), job(3, 1, 6, 50), job(4, 2, 1, 108)]
-    assert starts(later) == {1: 1, 2: 1, 3: 101, 4: 151}
+    # Job 1 (4 GPUs, 2 min) runs from 1 (expected end 121), job 2 (2 GPUs, 2 min) from 51 (end 171); 2 GPUs free.
+    # Job 3 (6 GPUs, considered at 61) fits once job 1 ends, at 121. But the will-run test's first batch holds every
+    # job ending by B + 30, B being the first end rounded up to a multiple of 30 s of the wall clock. With the
+    # simulated time 0 at Unix time 0, B = 150: job 2's end (171) is in the batch too, and job 3's reservation starts
+    # at the batch's last end, 171. Job 4 (1 GPU, 1 min, considered at 101) ends at 161 < 171: backfilled at 101
+    # (EASY would not: job 3 must start at 121 there). Job 3 then starts at 161, when job 4 ends.
+    jobs = [job(1, 0, 4, 120), job(2, 50, 2, 120), job(3, 60, 6, 60), job(4, 100, 1, 60)]
+    assert starts(jobs) == {1: 1, 2: 51, 3: 161, 4: 101}
+    easy = simulate(node(), jobs, make("fcfs+easy"), RuntimeConfig.rigid())
+    assert {r.job.job_id: r.start_time_s for r in easy.records}[4] > 100
+    # With time 0 at Unix time 15, job 1's end is wall 136: B = 150 - 15 = 135 in simulated time, B + 30 = 165 <
+    # 171, so the first batch holds job 1 alone and job 3 is reserved at 121; job 4 would delay it and waits for
+    # the GPUs job 2 frees at 171, job 3 starting at 121.
+    assert starts(jobs, epoch_s=15) == {1: 1, 2: 51, 3: 121, 4: 171}
 
 
 def test_backfill_runs_only_at_its_cycle():
@@ -248,3 +247,21 @@ def test_a_user_unknown_at_the_last_recalculation_gets_no_fair_share():
     simulate(node(), jobs, Spy(), RuntimeConfig.rigid(), RERUN)
     assert next(p for t, p in seen if t >= 1) == {1: 1, 2: 1}
     assert next(p for t, p in seen if t >= 5)[2] == 10000
+
+
+def test_time_limits_are_whole_minutes():
+    # Job 1 asks for 61 s: Slurm holds 2 minutes, so job 2 (8 GPUs) is reserved at 1 + 120 = 121, and job 3 (1 GPU,
+    # 1 min, considered at 3) is backfilled: it ends at 63 < 121 (with the raw 61 s it could not: 63 > 62). Job 1
+    # really ends at 31; job 2 then waits for job 3's GPU until 63.
+    jobs = [job(1, 0, 7, 61, run=30), job(2, 1, 8, 50), job(3, 2, 1, 60)]
+    assert starts(jobs) == {1: 1, 2: 63, 3: 3}
+
+
+def test_a_job_held_by_a_quota_blocks_nothing():
+    # Team x may hold 2 GPUs (GrpTRES): job 2 (x, 2 GPUs) waits for job 1 (x) although 6 GPUs are free, and is
+    # skipped without blocking its partition: job 3 (team y) starts at once by the main scheduler (sched/builtin).
+    cluster = cluster_from_dict({"name": "q", "node_groups": [{"name": "n", "count": 1, "gpu_type": "A100-80GB",
+                                                               "gpus": 8}],
+                                 "quotas": {"limits": {"teams": {"x": 2}}}})
+    jobs = [job(1, 0, 2, 100, team="x"), job(2, 0, 2, 50, team="x"), job(3, 0, 4, 50, team="y")]
+    assert starts(jobs, {"SchedulerType": "sched/builtin"}, cluster) == {1: 1, 3: 1, 2: 101}

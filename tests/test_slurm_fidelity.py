@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from baselines.registry import make
 from envs.core.files import read_yaml
 from envs.core.job import TraceOutcome
+from envs.scenario import load_cluster
+from envs.sim.loop import simulate
 from envs.workload.loaders import load_trace
 from evaluation.slurm_replay import case_from_dict, compare, inversions, record_workload
 from tests.paths import ROOT
@@ -81,3 +84,19 @@ def test_the_sacct_loader_reads_real_sacct_output(path: Path):
 def test_inversions_count_only_strict_disagreements():
     assert inversions({1: (0, 0), 2: (5, 4), 3: (5, 6)}) == 0  # a Slurm tie (5, 5) is no order
     assert inversions({1: (0, 3), 2: (1, 2), 3: (2, 1)}) == 3
+
+
+@pytest.mark.parametrize("spec", ["scontrol:tests/data/slurm/scontrol-show-node.txt",
+                                  "sinfo:tests/data/slurm/sinfo-N.txt"])
+def test_real_node_exports_give_the_recorded_cluster(spec: str):
+    """`scontrol show node --oneliner` and `sinfo -N -o "%N %P %c %m %G"` of the live Slurm that ran the partitions
+    stream (its `OS=` value holds spaces) give that cluster: one node of 8 GPUs, 16 CPUs, 16,000 MiB, in both
+    partitions; and the recorded stream replays on it."""
+    kind, _, path = spec.partition(":")
+    cluster = load_cluster(f"{kind}:{ROOT / path}")
+    assert (cluster.n_nodes, cluster.n_gpus) == (1, 8)
+    assert (int(cluster.node_cpu_milli[0]), int(cluster.node_ram_mib[0])) == (16_000, 16_000)
+    assert {p.name: p.nodes for p in cluster.governance.partitions} == {"short": (0,), "long": (0,)}
+    case = case_from_dict(read_yaml(ROOT / "tests" / "data" / "slurm" / "partitions.yaml", "record"), "partitions")
+    log = simulate(cluster, record_workload(case), make("slurm"))
+    assert len(log.completed()) == len(case.jobs)
