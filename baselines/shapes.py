@@ -12,6 +12,7 @@ asked every time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,13 @@ SHAPE_RULES: frozenset[PlacementRule] = frozenset({first_fit, pack, spread, topo
 """The rules whose answer depends on the state and the job's :func:`shape_key` alone."""
 
 
+def shape_key_of(rule: PlacementRule) -> Callable[[Job], tuple] | None:
+    """The function that gives the part of a job ``rule`` reads (jobs equal under it get one answer at one state),
+    or None when the rule reads more than the shape: :func:`shape_key` for :data:`SHAPE_RULES`, or a rule object's
+    own ``shape_of``."""
+    return getattr(rule, "shape_of", shape_key if rule in SHAPE_RULES else None)
+
+
 class ShapeMemo:
     """``rule`` at one fixed state, its answers remembered per job shape when the rule reads nothing else
     (:data:`SHAPE_RULES`; a rule object may name its own key function as ``shape_of``)."""
@@ -33,7 +41,7 @@ class ShapeMemo:
 
     def __init__(self, rule: PlacementRule, state: Any) -> None:
         self.rule, self.state = rule, state
-        self._key = getattr(rule, "shape_of", shape_key if rule in SHAPE_RULES else None)
+        self._key = shape_key_of(rule)
         self._answers: dict[tuple, np.ndarray | None] = {}
 
     def place(self, job: Job) -> np.ndarray | None:

@@ -38,10 +38,9 @@ import math
 
 import numpy as np
 
-from baselines.shapes import SHAPE_RULES
+from baselines.shapes import shape_key_of
 from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.job import Job
-from envs.placement.basic import shape_key
 from envs.sim.resources import ResourceState, add_node_holdings
 from envs.sim.view import PlacementRule, View
 
@@ -159,7 +158,7 @@ class Running:
     def will_run(self, job: Job, nodes: np.ndarray, rule: PlacementRule) -> tuple[float, np.ndarray] | None:
         """(start [s], GPUs) of ``job`` on ``nodes``, by the batched test; None if it never fits there. Jobs of one
         shape get one answer per set of nodes (for the rules that read only the shape) until the next start."""
-        shape_of = getattr(rule, "shape_of", shape_key if rule in SHAPE_RULES else None)
+        shape_of = shape_key_of(rule)
         if shape_of is None:
             return self._will_run(job, nodes, rule)
         key = (shape_of(job), nodes.tobytes())

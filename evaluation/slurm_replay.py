@@ -36,9 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from baselines.config import policy_config_from_dict
-from baselines.slurm import SLURM_PREFIX, slurm_policy
-from baselines.slurm_conf import slurm_conf_from_dict
+from baselines.registry import make
+from baselines.slurm import SLURM_PREFIX, SlurmParams, slurm_policy, slurm_policy_params
 from envs.core.cluster import ClusterSpec
 from envs.core.dynamics import DynamicsConfig
 from envs.core.errors import ConfigError, check_keys
@@ -56,6 +55,10 @@ _JOB_KEYS = ("id", "submit_s", "gpus", "time_min", "run_s", "partition", "accoun
              "end_s", "started_by", "state", "earlier_runs")
 RERUN = DynamicsConfig(restart_overhead_s=0.0)
 """No failures, and a requeued job reruns its batch script from the start with no restart overhead."""
+START_TOLERANCE_S = 3.0
+"""How far a replayed start may lie from Slurm's [s]: Slurm logs whole seconds in jobcomp, starts a job up to a second
+after its backfill cycle or its predecessor's epilog, and its main scheduler runs about a second after a
+submission."""
 NODE_NAME = "node"
 """The simulated node's group name (its node is ``node-0``)."""
 
@@ -76,26 +79,27 @@ class SlurmCase:
     decay_s: float = 0.0  # a record's: when the decay thread (priority/multifactor) started [s]
 
     @property
+    def params(self) -> SlurmParams:
+        """The parsed ``slurm`` section (slurm.conf keys, QOS, accounts)."""
+        return slurm_policy_params(self.slurm, f"case {self.name}: slurm")
+
+    @property
     def needs_accounting(self) -> bool:
         """True when the case has accounts or QOS (slurmdbd must run)."""
-        return bool(self.slurm.get("Accounts") or self.slurm.get("QOS"))
+        params = self.params
+        return bool(params.accounts or params.qos)
 
     @property
     def accounts(self) -> dict[str, int]:
         """Account -> raw fair-share shares."""
-        accounts = self.slurm.get("Accounts") or {}
-        return {name: int((spec or {}).get("Fairshare", 1)) for name, spec in accounts.items()}
+        return {name: int(spec["shares"]) for name, spec in self.params.accounts.items()}
 
     @property
     def qos(self) -> list[dict[str, Any]]:
         """QOS as sacctmgr fields: name, Priority, Preempt."""
-        out = []
-        for name, spec in (self.slurm.get("QOS") or {}).items():
-            spec = dict(spec or {})
-            if isinstance(spec.get("Preempt"), list):
-                spec["Preempt"] = ",".join(spec["Preempt"])
-            out.append({"name": name, **spec})
-        return out
+        return [{"name": q.name, "Priority": q.priority, **({"Preempt": ",".join(sorted(q.preempts))}
+                                                           if q.preempts else {})}
+                for q in self.params.qos.values()]
 
     def as_dict(self) -> dict[str, Any]:
         """The case as YAML data."""
@@ -119,7 +123,7 @@ def case_from_dict(data: Any, where: str = "case") -> SlurmCase:
     for i, part in enumerate(partitions):
         check_keys(part, _PARTITION_KEYS, f"{where}: partitions[{i}]")
     slurm = dict(data.get("slurm") or {})
-    policy_config_from_dict({"slurm": slurm}, where)  # checks the section
+    slurm_policy_params(slurm, f"{where}: slurm")  # checks the section
     jobs = data.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         raise ConfigError(f"{where}: jobs: must be a non-empty list")
@@ -163,7 +167,7 @@ def case_from_workload(workload: str, n_jobs: int, scale: float, seed: int, slur
 
 def slurm_conf_text(case: SlurmCase, host: str, folder: Path) -> str:
     """The slurm.conf of a live run of ``case`` on ``host``, state and logs under ``folder``."""
-    conf = slurm_conf_from_dict({k: v for k, v in case.slurm.items() if k not in ("QOS", "Accounts")}, "slurm")
+    conf = case.params.conf
     accounting = (["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
                    "AccountingStorageEnforce=associations,limits,qos", "AccountingStorageTRES=gres/gpu"]
                   if case.needs_accounting else ["AccountingStorageType=accounting_storage/none"])
@@ -208,8 +212,7 @@ def case_cluster(case: SlurmCase) -> ClusterSpec:
 
 def record_workload(case: SlurmCase) -> Workload:
     """The recorded jobs (a record's ``submit_s``, ``start_s``, ``end_s``) as a workload."""
-    preemptable = {name for spec in (case.slurm.get("QOS") or {}).values()
-                   for name in _names((spec or {}).get("Preempt"))}
+    preemptable = {name for qos in case.params.qos.values() for name in qos.preempts}
     jobs = []
     for job in case.jobs:
         if "start_s" not in job:
@@ -222,13 +225,6 @@ def record_workload(case: SlurmCase) -> Workload:
                         team=account or "-", qos=qos, partition=str(job.get("partition") or ""),
                         preemptible=qos in preemptable))
     return Workload.from_jobs(case.name, jobs, source="slurm record")
-
-
-def _names(value: Any) -> list[str]:
-    """A Slurm list (``a,b`` or a YAML list) as names."""
-    if not value:
-        return []
-    return [str(v).strip() for v in (value.split(",") if isinstance(value, str) else value) if str(v).strip()]
 
 
 @dataclass(frozen=True)
@@ -262,11 +258,11 @@ def inversions(starts: Mapping[int, tuple[float, float]]) -> int:
 
 def replay_starts(case: SlurmCase, policy_name: str) -> dict[int, float]:
     """Each job's (last) start [s] when the recorded stream is replayed under ``policy_name``, with the case's
-    ``slurm`` section as the slurm policies' parameters."""
+    ``slurm`` section (and the record's clocks) as a slurm policy's parameters."""
     if policy_name.strip().lower().partition("/")[0] == SLURM_PREFIX:
         policy = slurm_policy(policy_name, case.slurm, epoch_s=case.epoch_s, calc_origin_s=case.decay_s)
-    else:
-        policy = policy_config_from_dict({"slurm": dict(case.slurm)}, f"case {case.name}").make(policy_name)
+    else:  # the other presets take nothing from the section
+        policy = make(policy_name)
     log = simulate(case_cluster(case), record_workload(case), policy, RuntimeConfig.rigid(), RERUN)
     return {r.job.job_id: r.finish_time_s - r.job.runtime_s for r in log.records}
 

@@ -14,14 +14,11 @@ from envs.core.job import TraceOutcome
 from envs.scenario import load_cluster
 from envs.sim.loop import simulate
 from envs.workload.loaders import load_trace
-from evaluation.slurm_replay import case_from_dict, compare, inversions, record_workload
+from evaluation.slurm_replay import START_TOLERANCE_S, case_from_dict, compare, inversions, record_workload
 from tests.paths import ROOT
 
 RECORDS = sorted((ROOT / "tests" / "data" / "slurm").glob("*.yaml"))
 
-TOLERANCE_S = 3.0
-"""How far a start may lie from Slurm's [s]: Slurm logs whole seconds, starts a job up to a second after its backfill
-cycle or its predecessor's epilog, and its main scheduler runs up to 3 s after a submission (batch_sched_delay)."""
 
 
 def test_the_required_streams_are_recorded():
@@ -35,7 +32,7 @@ def test_slurm_preset_reproduces_the_recorded_starts(path: Path):
     assert record["recorded"]["slurm"].startswith("slurm")
     result = compare(record, "slurm")
     assert result.inversions == 0, result.starts
-    assert result.max_diff_s <= TOLERANCE_S, result.starts
+    assert result.max_diff_s <= START_TOLERANCE_S, result.starts
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])

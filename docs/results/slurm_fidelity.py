@@ -29,16 +29,16 @@ from default_suite import steady_state_changes, steady_state_intro, steady_state
 from envs.core.files import read_yaml, write_text_atomically  # noqa: E402
 from envs.scenario import load_cluster  # noqa: E402
 from envs.workload.loaders import load_trace  # noqa: E402
-from evaluation.slurm_replay import case_from_dict, compare  # noqa: E402
+from evaluation.slurm_replay import START_TOLERANCE_S, case_from_dict, compare  # noqa: E402
 
 RECORDS = ROOT / "tests" / "data" / "slurm"
 POLICIES = ("fcfs", "fcfs+easy", "fcfs+conservative", "slurm")
-TOLERANCE_S = 3.0
 
 
 def fidelity_rows() -> tuple[list[str], list[dict]]:
     """(table lines, the records) of every record × policy."""
-    lines = ["| stream | jobs | policy | max \\|Δ start\\| [s] | mean \\|Δ start\\| [s] | within 3 s | inversions |",
+    lines = ["| stream | jobs | policy | max \\|Δ start\\| [s] | mean \\|Δ start\\| [s] | "
+             f"within {START_TOLERANCE_S:g} s | inversions |",
              "|---|---:|---|---:|---:|---:|---:|"]
     records = []
     for path in sorted(RECORDS.glob("*.yaml")):
@@ -48,7 +48,7 @@ def fidelity_rows() -> tuple[list[str], list[dict]]:
             result = compare(data, policy)
             diffs = result.diffs
             lines.append(f"| `{data['name']}` | {len(diffs)} | `{policy}` | {result.max_diff_s:,.1f} | "
-                         f"{diffs.mean():,.1f} | {result.within(TOLERANCE_S)} | {result.inversions} |")
+                         f"{diffs.mean():,.1f} | {result.within(START_TOLERANCE_S)} | {result.inversions} |")
     return lines, records
 
 
@@ -127,7 +127,7 @@ simulated start minus Slurm's, an inversion a pair of jobs started in opposite o
 {chr(10).join(table)}
 
 {_fill(f"`slurm` reproduces every recorded start order, and every start within {worst:.1f} s "
-        f"(`tests/test_slurm_fidelity.py` asserts the order and {TOLERANCE_S:.0f} s in CI). What makes the "
+        f"(`tests/test_slurm_fidelity.py` asserts the order and {START_TOLERANCE_S:.0f} s in CI). What makes the "
         "difference, found with the live harness and read in Slurm's source (`baselines/slurm.py` and "
         "`baselines/slurm_backfill.py` document each rule):")}
 

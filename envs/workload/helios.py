@@ -39,8 +39,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from envs.core.errors import TraceFormatError
-from envs.workload.reader import JobCollector, check_comm_sensitivity, csv_rows, read_lines, seconds, whole
-from envs.workload.sacct import PendingJob, add_from_first_submit, required_time, slurm_state, slurm_time
+from envs.workload.reader import (
+    JobCollector,
+    PendingJob,
+    add_from_first_submit,
+    check_comm_sensitivity,
+    csv_rows,
+    read_lines,
+    seconds,
+    whole,
+)
+from envs.workload.sacct import required_time, slurm_state, slurm_time
 from envs.workload.table import Workload
 
 HELIOS_COLUMNS = (
@@ -66,13 +75,10 @@ def load_helios(path: str | Path, comm_sensitivity: float = 0.5) -> Workload:
     where = str(path)
     collector = JobCollector(path)
     jobs: list[PendingJob] = []
-    line_of_id: dict[int, int] = {}
     for lineno, row in csv_rows(path, read_lines(path), HELIOS_COLUMNS):
         job_text, user, vc, gpus_text, cpus_text, nodes_text, state, submit, start, end, duration = row
         job_id = whole(job_text, where, lineno, "job_id")
-        first = line_of_id.setdefault(job_id, lineno)
-        if first != lineno:
-            raise TraceFormatError(where, lineno, f"job id {job_id} repeats the id of line {first}")
+        collector.claim(lineno, job_id)
         n_gpus = whole(gpus_text, where, lineno, "gpu_num", minimum=0)
         n_cpus = whole(cpus_text, where, lineno, "cpu_num", minimum=0)
         whole(nodes_text, where, lineno, "node_num", minimum=0)
@@ -89,11 +95,7 @@ def load_helios(path: str | Path, comm_sensitivity: float = 0.5) -> Workload:
             collector.skip(lineno, job_id, outcome)
         elif start_s is None:
             collector.skip(lineno, job_id, "never_started")
-        elif n_gpus == 0:
-            collector.skip(lineno, job_id, "no_gpus")
-        elif runtime_s == 0:
-            collector.skip(lineno, job_id, "zero_runtime")
-        else:
+        elif not collector.skipped_as_empty(lineno, job_id, n_gpus, runtime_s):
             jobs.append(
                 PendingJob(
                     lineno,

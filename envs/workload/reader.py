@@ -14,7 +14,9 @@ import math
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envs.core.errors import ConfigError, JobSpecError, TraceFormatError
 from envs.core.job import Job
@@ -170,21 +172,23 @@ class JobCollector:
         self.skipped: Counter[str] = Counter()
         self._line_of_id: dict[int, int] = {}
 
-    def _claim(self, line: int, job_id: int) -> None:
+    def claim(self, line: int, job_id: int) -> None:
+        """Register ``job_id`` as read at ``line`` (again at the same line is no repeat): a loader that adds its
+        jobs later calls it as it reads, so a repeated id is reported at its second line."""
         first = self._line_of_id.setdefault(job_id, line)
         if first != line:
             raise TraceFormatError(self.path, line, f"job id {job_id} repeats the id of line {first}")
 
     def skip(self, line: int, job_id: int, reason: str) -> None:
         """Count a well-formed but unusable record under ``reason``."""
-        self._claim(line, job_id)
+        self.claim(line, job_id)
         self.skipped[reason] += 1
 
     def add(self, line: int, **fields: object) -> None:
         """Turn one record into a :class:`Job` (keyword arguments are Job's fields)."""
         job_id = fields["job_id"]
         assert isinstance(job_id, int)
-        self._claim(line, job_id)
+        self.claim(line, job_id)
         try:
             self.jobs.append(Job(**fields))  # type: ignore[arg-type]
         except JobSpecError as exc:
@@ -197,11 +201,7 @@ class JobCollector:
 
         ``comm_sensitivity`` applies to multi-GPU jobs only (a one-GPU job does not communicate).
         """
-        if n_gpus == 0:
-            self.skip(line, job_id, "no_gpus")
-        elif runtime_s == 0:
-            self.skip(line, job_id, "zero_runtime")
-        else:
+        if not self.skipped_as_empty(line, job_id, n_gpus, runtime_s):
             self.add(
                 line,
                 job_id=job_id,
@@ -212,6 +212,14 @@ class JobCollector:
                 comm_sensitivity=comm_sensitivity if n_gpus > 1 else 0.0,
             )
 
+    def skipped_as_empty(self, line: int, job_id: int, n_gpus: int, runtime_s: float) -> bool:
+        """Skip a job without GPUs (``no_gpus``) or without runtime (``zero_runtime``), as every GPU loader does;
+        True when it was skipped."""
+        reason = "no_gpus" if n_gpus == 0 else "zero_runtime" if runtime_s == 0 else ""
+        if reason:
+            self.skip(line, job_id, reason)
+        return bool(reason)
+
     def workload(self, machine_gpus: int = 0) -> Workload:
         """The collected jobs sorted by (submit time, job id), with the skip counts by reason."""
         jobs = tuple(sorted(self.jobs, key=lambda j: (j.submit_time_s, j.job_id)))
@@ -221,6 +229,29 @@ class JobCollector:
             source=self.path,
             skipped=dict(sorted(self.skipped.items())),
             machine_gpus=machine_gpus,
+        )
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """A job read from a trace, added once the earliest submit time is known (:func:`add_from_first_submit`)."""
+
+    line: int
+    submit_s: float  # on the trace's clock [s]
+    fields: dict[str, Any]  # the other Job fields (job_id, runtime_s, n_gpus, ...)
+
+
+def add_from_first_submit(collector: JobCollector, jobs: Sequence[PendingJob], comm_sensitivity: float) -> None:
+    """Add ``jobs`` with submit times counted from the earliest one (so the first job submits at 0);
+    ``comm_sensitivity`` goes to the multi-GPU jobs."""
+    first_s = min((job.submit_s for job in jobs), default=0.0)
+    for job in jobs:
+        multi = job.fields["n_gpus"] > 1
+        collector.add(
+            job.line,
+            submit_time_s=job.submit_s - first_s,
+            comm_sensitivity=comm_sensitivity if multi else 0.0,
+            **job.fields,
         )
 
 

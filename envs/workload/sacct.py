@@ -79,13 +79,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from envs.core.errors import TraceFormatError
 from envs.core.gpu_types import DEFAULT_GPU_TYPES
 from envs.core.job import TraceOutcome
 from envs.workload.node_inventory import gpu_type_for
-from envs.workload.reader import JobCollector, check_comm_sensitivity, read_lines, show, whole
+from envs.workload.reader import (
+    JobCollector,
+    PendingJob,
+    add_from_first_submit,
+    check_comm_sensitivity,
+    read_lines,
+    show,
+    whole,
+)
 from envs.workload.table import Workload
 
 SACCT_COLUMNS = (
@@ -242,29 +249,6 @@ class _Record:
     offset: int  # heterogeneous job component offset (0 for other jobs)
 
 
-@dataclass(frozen=True)
-class PendingJob:
-    """A job read from a trace, added once the earliest submit time is known (:func:`add_from_first_submit`)."""
-
-    line: int
-    submit_s: float  # on the trace's clock [s]
-    fields: dict[str, Any]  # the other Job fields (job_id, runtime_s, n_gpus, ...)
-
-
-def add_from_first_submit(collector: JobCollector, jobs: Sequence[PendingJob], comm_sensitivity: float) -> None:
-    """Add ``jobs`` with submit times counted from the earliest one (so the first job submits at 0);
-    ``comm_sensitivity`` goes to the multi-GPU jobs."""
-    first_s = min((job.submit_s for job in jobs), default=0.0)
-    for job in jobs:
-        multi = job.fields["n_gpus"] > 1
-        collector.add(
-            job.line,
-            submit_time_s=job.submit_s - first_s,
-            comm_sensitivity=comm_sensitivity if multi else 0.0,
-            **job.fields,
-        )
-
-
 def load_sacct(path: str | Path, comm_sensitivity: float = 0.5) -> Workload:
     """Read a ``sacct --parsable2`` output (plain or gzip); ``comm_sensitivity`` in [0, 1] is given to multi-GPU
     jobs."""
@@ -362,11 +346,7 @@ def _job(records: list[_Record], collector: JobCollector) -> PendingJob | None:
     limit_s = 0.0 if None in limits else max(limits)  # 0: no limit of its own
     counts = [_job_tres(c, where) for c in components]
     n_gpus = sum(tres.gpus for tres, _ in counts)
-    if n_gpus == 0:
-        collector.skip(leader.line, leader.raw_id, "no_gpus")
-        return None
-    if runtime_s == 0:
-        collector.skip(leader.line, leader.raw_id, "zero_runtime")
+    if collector.skipped_as_empty(leader.line, leader.raw_id, n_gpus, runtime_s):
         return None
     most_gpus = max(range(len(components)), key=lambda i: counts[i][0].gpus)  # the first on a tie
     f = leader.fields
