@@ -45,6 +45,7 @@ from envs.core.job import Job, JobState, RefusalReason, RejectReason
 from envs.core.joblog import JobLog, JobRecord, TopologyLevel
 from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
 from envs.sim.dynamics import TIMER, Event, Timeline
+from envs.sim.fork import Forking
 from envs.sim.holdings import GPUs, Holdings
 from envs.sim.interruptions import Interruptions
 from envs.sim.quota import QuotaLedger
@@ -53,12 +54,12 @@ from envs.sim.view import View
 from envs.workload.table import Workload
 
 
-class Simulator(Interruptions):
+class Simulator(Interruptions, Forking):
     """One run of a workload on a cluster, driven one action at a time.
 
     ``reset()`` (called by the constructor) moves to the first decision point. Then, while not ``done``, call
     ``start(job_id, gpus)`` and ``preempt(job_id)`` any number of times and ``wait()`` to advance; ``log()``
-    returns the job log.
+    returns the job log; ``fork()`` copies the run at its current instant (:mod:`envs.sim.fork`).
     """
 
     def __init__(self, cluster: ClusterSpec, jobs: Workload | Sequence[Job], runtime: RuntimeConfig | None = None,
@@ -100,7 +101,7 @@ class Simulator(Interruptions):
         self._reconfig_paid_s: dict[int, float] = {}  # job id -> MIG mode-switch time paid over its runs so far [s]
         quotas = self.cluster.governance.quotas
         self._quota = QuotaLedger(quotas) if quotas.active else None
-        self.view = View(self.state, self._quota)
+        self.view = View(self.state, self._quota, self.fork)
         for event in self._timeline.initial() if self._timeline else ():
             self._push_event(event)
         self._advance()
@@ -112,7 +113,7 @@ class Simulator(Interruptions):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.view = View(self.state, self._quota)
+        self.view = View(self.state, self._quota, self.fork)
 
     @property
     def time_s(self) -> float:
@@ -153,13 +154,17 @@ class Simulator(Interruptions):
         if self.done:
             return
         if until_s is not None and until_s > self.state.time_s:
-            self._push_event(Event(float(until_s), TIMER))
+            self.wake_at(until_s)
         elif not self.state.events_left:
             raise SimulationStalled(
                 f"t={self.state.time_s:g}s: the policy waited with {len(self.state.pending)} pending job(s), "
                 "nothing running, no future arrival and nothing to repair"
             )
         self._advance()
+
+    def wake_at(self, time_s: float) -> None:
+        """Make ``time_s`` [s] a decision point if a job is pending then (a timer), without advancing."""
+        self._push_event(Event(float(time_s), TIMER))
 
     def check_preempt(self, job_id: int) -> None:
         """Raise :class:`ActionRefused` if ``preempt(job_id)`` would be refused now; change nothing."""

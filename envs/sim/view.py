@@ -8,8 +8,10 @@ from types import MappingProxyType
 import numpy as np
 
 from envs.core.cluster import ClusterSpec
+from envs.core.errors import ConfigError
 from envs.core.job import Job, RefusalReason
 from envs.core.joblog import JobRecord
+from envs.sim.fork import Forking, Future
 from envs.sim.quota import QuotaLedger, TeamQuota
 from envs.sim.state import JobHistory, RunningJob, SimState
 
@@ -21,12 +23,14 @@ class View:
     Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
     """
 
-    __slots__ = ("_memo", "_memo_version", "_quota", "_state", "cluster", "gpu_free_mem_mib", "gpu_free_milli",
+    __slots__ = ("_fork", "_memo", "_memo_version", "_quota", "_state", "cluster", "gpu_free_mem_mib", "gpu_free_milli",
                  "gpu_mig_mode", "gpu_mig_used", "gpu_up", "gpu_whole_free", "history", "mig_slices",
                  "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending", "running")
 
-    def __init__(self, state: SimState, quota: QuotaLedger | None = None) -> None:
+    def __init__(self, state: SimState, quota: QuotaLedger | None = None,
+                 fork: Callable[[Future | None], Forking] | None = None) -> None:
         self._state = state
+        self._fork = fork
         self._quota = quota
         self._memo: dict[object, np.ndarray] = {}
         self._memo_version = -1
@@ -46,10 +50,24 @@ class View:
         self.gpu_up: np.ndarray = _read_only(state.gpu_up)  # health per GPU (False also on a failed node)
         self.history: Mapping[int, JobHistory] = MappingProxyType(state.history)  # earlier runs of interrupted jobs
 
+    def fork(self, future: Future | None) -> Forking:
+        """An independent simulator at this instant whose unknown future is ``future`` (arrivals and the runtimes
+        of the jobs known now, :class:`~envs.sim.fork.Future`); None keeps the run's true future, which only a
+        hindsight bound may use. The run itself is left as it was. Raises :class:`ConfigError` on a view of no
+        simulator."""
+        if self._fork is None:
+            raise ConfigError("this view belongs to no simulator: it cannot fork")
+        return self._fork(future)
+
     @property
     def time_s(self) -> float:
         """Current simulated time [s]."""
         return self._state.time_s
+
+    @property
+    def arrivals_left(self) -> int:
+        """How many jobs of the run are still to arrive (the run's job count is part of its definition)."""
+        return self._state.n_jobs - self._state.next_arrival
 
     @property
     def free_gpus(self) -> int:
