@@ -15,6 +15,7 @@ from typing import Any
 
 from baselines.backfill import BACKFILL_DOCS, Scheduler
 from baselines.kubernetes import KUBE_DOCS, KUBE_PARAM_DOCS, KUBE_PREFIX, kube_policy
+from baselines.lookahead import PLANNER_DOCS, is_planner_name, planner_policy
 from baselines.orders import ORDER_DOCS, make_order
 from baselines.preemption import PREEMPT_DOC, PREEMPT_SUFFIX, Preemptive
 from baselines.rls import RLS_DOCS, rls_policy
@@ -50,8 +51,11 @@ def make(name: str, **order_params: Any) -> Any:
     :class:`envs.sim.simulator.Simulator`); ``rls:`` names give a peer policy, run on :mod:`envs.peer.engine`;
     ``k8s:`` names give a :class:`~baselines.kubernetes.KubeScheduler`, ``order_params`` overriding its profile;
     ``slurm`` names a :class:`~baselines.slurm.SlurmScheduler`, ``order_params`` being ``slurm=`` (a policy config's
-    ``slurm:`` section).
+    ``slurm:`` section); ``lookahead...`` and ``hindsight...`` name a :class:`~baselines.lookahead.Planner`,
+    ``order_params`` being ``futures=`` (a :class:`~envs.workload.futures.FutureModel`, which lookahead needs).
     """
+    if is_planner_name(name):
+        return planner_policy(name, make, **order_params)
     if name.strip().lower().partition("/")[0] == SLURM_PREFIX:
         return slurm_policy(name, **order_params)
     if name.strip().lower().startswith(KUBE_PREFIX):
@@ -81,10 +85,11 @@ def catalogue() -> str:
                 ("Kubernetes filter-and-score (k8s:NAME[+preempt])", KUBE_DOCS),
                 ("Kubernetes parameters (make('k8s:NAME', key=value))", KUBE_PARAM_DOCS),
                 ("Slurm (slurm[/PLACEMENT]; parameters from a policy config's slurm: section)", SLURM_DOCS),
+                ("Planners over heuristics (lookahead[:KEY=VALUE]..., hindsight[:KEY=VALUE]...)", PLANNER_DOCS),
                 ("Peer compatibility (rls:ORDER[/BY@FRACTION][+rlsbackfill], SWF traces only)", RLS_DOCS)]
     lines = ["Policy names: ORDER[+BACKFILL][/PLACEMENT][+preempt], e.g. sjf+easy/topology or "
              "priority+easy/pack+preempt; tiresias[/PLACEMENT] or yarn-cs[/PLACEMENT]; k8s:NAME[+preempt]; "
-             "slurm[/PLACEMENT]; or "
+             "slurm[/PLACEMENT]; lookahead[:KEY=VALUE]... or hindsight[:KEY=VALUE]...; or "
              "rls:ORDER[/BY@FRACTION][+rlsbackfill]."]
     for title, docs in sections:
         lines.append(f"\n{title}:")
