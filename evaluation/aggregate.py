@@ -154,16 +154,23 @@ def format_number(value: float, decimals: int | None = None) -> str:
     return f"{value:,.{_decimals(value) if decimals is None else decimals}f}"
 
 
+def format_interval(mean: float, low: float, high: float, decimals: int | None = None) -> str:
+    """``mean [low, high]`` for a table, all three at the mean's precision (:func:`format_number`) unless
+    ``decimals`` is given: ``"12.30 [8.10, 15.00]"``."""
+    places = _decimals(mean) if decimals is None else decimals
+    return f"{format_number(mean, places)} [{format_number(low, places)}, {format_number(high, places)}]"
+
+
 def format_cell(entry: Mapping[str, Any], key: str) -> str:
-    """One table cell: "mean ± half-width of the 95 % CI" (the half-width at the mean's precision), or the mean
-    alone with a single seed; "—" when the entry lacks ``key``."""
+    """One table cell: "mean [low, high]", the mean and the bounds of its 95 % CI, all at the mean's precision
+    (:func:`format_interval`); the mean alone with a single seed; "—" when the entry lacks ``key``."""
     if key not in entry["metrics"]:
         return "—"
     mean = entry["metrics"][key]
     if entry["n_seeds"] <= 1:
         return format_number(mean)
     low, high = entry["ci95"][key]
-    return f"{format_number(mean)} ± {format_number((high - low) / 2, _decimals(mean))}"
+    return format_interval(mean, low, high)
 
 
 def _escape(text: object) -> str:

@@ -11,6 +11,7 @@ from evaluation.aggregate import (
     METRIC_KEYS_DOC,
     aggregate,
     format_cell,
+    format_interval,
     format_number,
     markdown_table,
 )
@@ -110,7 +111,7 @@ def test_row_missing_a_metric_is_an_error():
         aggregate(rows)
 
 
-def test_markdown_table_has_a_row_per_policy_with_mean_and_half_width():
+def test_markdown_table_has_a_row_per_policy_with_mean_and_interval_bounds():
     summary = aggregate(make_rows(), n_boot=500)
     table = markdown_table(summary)
     lines = table.splitlines()
@@ -118,8 +119,16 @@ def test_markdown_table_has_a_row_per_policy_with_mean_and_half_width():
     assert len(lines) == 2 + len(WAITS)
     for policy in WAITS:
         assert any(line.startswith(f"| {policy} | small | 3 |") for line in lines)
-    assert "30.00 ± " in table  # fifo's mean wait
+    low, high = summary[0]["ci95"]["mean_wait_s"]
+    assert f"| 30.00 [{low:.2f}, {high:.2f}] |" in table  # fifo's mean wait, bounds at the mean's precision
+    assert "±" not in table
     assert all(line.count("|") == lines[0].count("|") for line in lines)
+
+
+def test_multi_seed_cell_is_the_mean_and_its_interval_at_the_means_precision():
+    entry = {"n_seeds": 3, "metrics": {"mean_wait_s": 1234.4}, "ci95": {"mean_wait_s": [987.6, 1500.2]}}
+    assert format_cell(entry, "mean_wait_s") == "1,234 [988, 1,500]"
+    assert format_interval(0.912, 0.8713, 0.9551, decimals=3) == "0.912 [0.871, 0.955]"
 
 
 def test_single_seed_cell_is_the_mean_alone():
