@@ -34,13 +34,17 @@ from typing import Any
 from envs.core.cli import ArgumentParser, at_least, run_cli
 from envs.core.dynamics import NO_DYNAMICS
 from envs.core.errors import ConfigError
+from envs.core.files import write_text_atomically
 from envs.core.metrics import WHOLE_RUN, window_fractions
 from evaluation.aggregate import markdown_table
 from evaluation.backends import BACKENDS, Result, execute
+from evaluation.learning import CANDIDATES, CASES, STEADY_STATE, case_names, planner_labels, planner_names
+from evaluation.paired import paired_comparison, paired_table, stratified_iqm
 from evaluation.report import write_run_folder
 from evaluation.runner import RunSpec, check
 from evaluation.suites import SUITES, suite_specs
 
+LEARNING_SUITE = "learning"
 RUNS_FILE = "runs.jsonl"
 """One JSON line per finished run (row, trace, timing), appended as each run finishes."""
 
@@ -80,7 +84,8 @@ def _names(text: str) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     parser = ArgumentParser(prog="evaluate.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suite", choices=SUITES, default="default", help="which suite (default: default)")
+    parser.add_argument("--suite", choices=(*SUITES, LEARNING_SUITE), default="default",
+                        help="which suite (default: default); learning: evaluation/learning.py")
     parser.add_argument("--policies", help="comma-separated policy names (default: the suite's)")
     parser.add_argument("--workload", action="append", default=[], help="preset name, YAML or FORMAT:PATH "
                         "(swf, philly, openb, tiresias, sacct, helios); repeat")
@@ -96,6 +101,13 @@ def parse_args(argv: Sequence[str] | None) -> Any:
                         "whole run; envs/core/metrics.py)")
     parser.add_argument("--policy-config", help="YAML: orders' parameters, k8s weights, partitions and quotas "
                         "(baselines/config.py)")
+    parser.add_argument("--train-seeds", type=_ints, default=[], help="what lookahead planners draw futures "
+                        "from: training seeds of a synthetic workload (default 100000-100007), or first jobs of a "
+                        "trace's training windows")
+    parser.add_argument("--cases", type=_names, help="the learning suite's cases to run (default: all; "
+                        f"{', '.join(case_names())})")
+    parser.add_argument("--planners", type=_names, help="the learning suite's planner rows (default: all; "
+                        f"{', '.join(planner_labels())}; none for no planner)")
     parser.add_argument("--starts", type=_ints, help="first job of each trace window: rlscheduler sequences "
                         "(default: the peer's), or windows of trace workloads in the default suite (i is seed i)")
     parser.add_argument("--length", type=at_least(1), default=1024, help="jobs per window of --starts (default 1024)")
@@ -124,6 +136,8 @@ def run_key(spec: RunSpec) -> list[Any]:
         key.append(spec.dynamics)
     if spec.policy_config is not None:
         key.append({"policy_config": spec.policy_config})
+    if spec.train:
+        key.append({"train": list(spec.train)})
     return [*key, {"metrics_window": list(spec.metrics_window)}] if spec.windowed else key
 
 
@@ -165,17 +179,9 @@ def read_records(out: Path) -> dict[str, Result]:
     return records
 
 
-def evaluate(args: Any) -> int:
-    """The evaluation ``args`` ask for; the exit status."""
-    specs = suite_specs(args.suite, args.policies.split(",") if args.policies else None, args.workload,
-                        args.cluster, args.seeds, args.load, args.starts, args.length, args.scenario)
-    if not specs:
-        raise ConfigError("nothing to run (no seeds, loads or policies)")
-    specs = [dataclasses.replace(spec, policy_config=args.policy_config, metrics_window=args.metrics_window)
-             for spec in specs]
-    check_all(specs)
-    out = args.out or Path("runs") / f"eval-{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
-    prepare_out(out)
+def run_all(specs: Sequence[RunSpec], out: Path, args: Any) -> list[Result]:
+    """Every spec's (row, trace, timing), in spec order: the runs the run folder ``out`` already holds are read
+    back, the others run (``args.workers``, ``args.backend``) and are kept in ``runs.jsonl`` as each finishes."""
     keys = [json.dumps(run_key(spec)) for spec in specs]
     records = read_records(out)
     todo = [i for i, key in enumerate(keys) if key not in records]
@@ -193,7 +199,23 @@ def evaluate(args: Any) -> int:
         if todo:
             execute([specs[i] for i in todo], args.workers, args.backend, args.ray_address,
                     progress=not args.json, on_result=keep)
-    results = [records[key] for key in keys]
+    return [records[key] for key in keys]
+
+
+def evaluate(args: Any) -> int:
+    """The evaluation ``args`` ask for; the exit status."""
+    if args.suite == LEARNING_SUITE:
+        return evaluate_learning(args)
+    specs = suite_specs(args.suite, args.policies.split(",") if args.policies else None, args.workload,
+                        args.cluster, args.seeds, args.load, args.starts, args.length, args.scenario)
+    if not specs:
+        raise ConfigError("nothing to run (no seeds, loads or policies)")
+    specs = [dataclasses.replace(spec, policy_config=args.policy_config, metrics_window=args.metrics_window,
+                                 train=tuple(args.train_seeds)) for spec in specs]
+    check_all(specs)
+    out = args.out or Path("runs") / f"eval-{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+    prepare_out(out)
+    results = run_all(specs, out, args)
     rows = [row for row, _, _ in results]
     traces = [trace for _, trace, _ in results]
     timings = [{"policy": row["policy"], "workload": row["workload"], "seed": row["seed"], **timing}
@@ -217,6 +239,78 @@ def evaluate(args: Any) -> int:
     print(f"run folder: {out} (results.csv, timing.csv, summary.json, {RUNS_FILE}{', ' if figures else ''}"
           f"{', '.join(f.name for f in figures)})")
     return 0
+
+
+def evaluate_learning(args: Any) -> int:
+    """The learning suite (:mod:`evaluation.learning`): the reference chosen on validation seeds and named, then
+    the test seeds: candidates, planners and the hindsight bound, compared with the reference seed by seed."""
+    if args.policy_config or args.scenario != [NO_DYNAMICS] or args.train_seeds or args.workload:
+        raise ConfigError("--suite learning: its cases fix workloads, seeds and training ranges; give --cases, "
+                          "--policies (the candidates), --planners, --workers, --out")
+    known = {case.name: case for case in CASES}
+    unknown = [name for name in args.cases or () if name not in known]
+    if unknown:
+        raise ConfigError(f"--cases: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    cases = [known[name] for name in args.cases] if args.cases else list(CASES)
+    candidates = args.policies.split(",") if args.policies else list(CANDIDATES)
+    labels = planner_labels() if args.planners is None else [p for p in args.planners if p != "none"]
+    bad = [p for p in labels if p not in planner_labels()]
+    if bad:
+        raise ConfigError(f"--planners: unknown {', '.join(bad)} (known: {', '.join(planner_labels())}, none)")
+    out = args.out or Path("runs") / f"eval-learning-{time.strftime('%Y%m%d-%H%M%S')}"
+    validation = [case.spec(p, seed) for case in cases for seed in case.validation for p in candidates]
+    check_all(validation)
+    prepare_out(out)
+    rankings = {}
+    for case, group in zip(cases, _per_case(cases, run_all(validation, out, args)), strict=True):
+        means = {p: sum(r["mean_wait_s"] for r in rows) / len(rows) for p, rows in group.items()}
+        rankings[case.name] = sorted(means, key=lambda p: (means[p], candidates.index(p)))
+        best = rankings[case.name][0]
+        print(f"reference for {case.name}: {best} (mean wait {means[best]:,.1f} s over {len(case.validation)} "
+              "validation seeds)", flush=True)
+    planners = {case.name: {label: name for label, name in planner_names(case, rankings[case.name]).items()
+                            if label in labels} for case in cases}
+    test = [case.spec(p, seed) for case in cases for p in planners[case.name].values() for seed in case.test]
+    test += [case.spec(p, seed) for case in cases for seed in case.test for p in candidates]
+    check_all(test)
+    results = run_all(test, out, args)
+    label_of = {(case.name, name): label for case in cases for label, name in planners[case.name].items()}
+    rows = [{**row, "policy": label_of.get((row["workload"], row["policy"]), row["policy"])}
+            for row, _, _ in results]
+    entries = [entry for case in cases for entry in paired_comparison(
+        [r for r in rows if r["workload"] == case.name], rankings[case.name][0])]
+    as_reference = [{**r, "policy": "reference"} for r in rows
+                    if r["policy"] == rankings[r["workload"]][0]]
+    iqm = stratified_iqm(rows + as_reference, "reference") if len(cases) > 1 else {}
+    wall = {f"{case.name} {label}": sum(t["sim_wall_s"] for row, _, t in results if (row["workload"], row["policy"])
+                                        == (case.name, name)) / len(case.test)
+            for case in cases for label, name in planners[case.name].items()}
+    summary = {"references": {name: ranking[0] for name, ranking in rankings.items()},
+               "validation_ranking": rankings, "planners": planners, "paired": entries,
+               "stratified_iqm": {p: {"iqm": v[0], "ci95": v[1], "n": v[2]} for p, v in iqm.items()},
+               "planner_wall_s_per_episode": wall, "metrics_window": list(STEADY_STATE)}
+    write_text_atomically(out / "learning.json", json.dumps(summary, indent=2))
+    timings = [{"policy": row["policy"], "workload": row["workload"], "seed": row["seed"], **timing}
+               for row, (_, _, timing) in zip(rows, results, strict=True)]
+    write_run_folder(out, rows, [trace for _, trace, _ in results], timings, False, STEADY_STATE)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(paired_table(entries))
+    for case, case_planners in planners.items():
+        for label, name in case_planners.items():
+            print(f"{case} {label}: {name} ({wall[f'{case} {label}']:,.0f} s per episode)")
+    print(f"run folder: {out} (learning.json, results.csv, summary.json, {RUNS_FILE})")
+    return 0
+
+
+def _per_case(cases: Sequence[Any], results: Sequence[Result]) -> list[dict[str, list[dict[str, Any]]]]:
+    """Rows of ``results`` grouped by case (in ``cases`` order), then by policy."""
+    groups: list[dict[str, list[dict[str, Any]]]] = [{} for _ in cases]
+    index = {case.name: i for i, case in enumerate(cases)}
+    for row, _, _ in results:
+        groups[index[row["workload"]]].setdefault(row["policy"], []).append(row)
+    return groups
 
 
 if __name__ == "__main__":

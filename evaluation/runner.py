@@ -19,6 +19,7 @@ import numpy as np
 from agents.peer_policy import is_model_name, parse_model_name
 from baselines import make
 from baselines.config import PolicyConfig, load_policy_config
+from baselines.lookahead import LOOKAHEAD_PREFIX, is_planner_name
 from baselines.registry import RLS_PREFIX
 from envs.core import ConfigError, JobLog, JobState, summarize
 from envs.core.dynamics import NO_DYNAMICS
@@ -28,6 +29,7 @@ from envs.peer.joblog import peer_log
 from envs.peer.swf import PeerTrace, peer_trace_once
 from envs.scenario import plan, scenario, trace_spec
 from envs.sim import Action, Policy, View, simulate
+from envs.workload.futures import FutureModel
 
 GANTT_MAX_JOBS = 300
 """Runs with at most this many jobs keep per-job GPU intervals for a Gantt chart."""
@@ -49,6 +51,8 @@ class RunSpec:
     policy_config: str | None = None  # a policy config file: orders' parameters, k8s weights, quotas, partitions
     metrics_window: tuple[float, float] = WHOLE_RUN  # fractions of the jobs, by submit time, that the metrics leave
     # out at the start and at the end (envs.core.metrics: the steady state); (0, 0): the whole run
+    train: tuple[int, ...] = ()  # what a lookahead planner draws futures from: training seeds of a synthetic
+    # workload, or first jobs of training windows of a trace (windows as long as this run's); () : DEFAULT_TRAIN_SEEDS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metrics_window", window_fractions(self.metrics_window))  # or ConfigError
@@ -108,7 +112,7 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
     else:
         world = scenario(spec.workload, spec.cluster, spec.seed, spec.load, spec.window, spec.dynamics)
         config = _config(spec)
-        policy = TimedPolicy(_policy(spec.policy, config))
+        policy = TimedPolicy(_policy(spec.policy, config, spec))
         cluster = config.apply(world.cluster) if config is not None else world.cluster
         log = simulate(cluster, world.workload, policy, world.runtime, world.dynamics)
         latencies = policy.latencies_s
@@ -134,15 +138,44 @@ def _config(spec: RunSpec) -> PolicyConfig | None:
     return load_policy_config(spec.policy_config)
 
 
-def _policy(name: str, config: PolicyConfig | None = None) -> Policy:
-    """A heuristic by name (with ``config``'s parameters), or a trained model by the path of its ``model.zip``."""
+def _policy(name: str, config: PolicyConfig | None = None, spec: RunSpec | None = None) -> Policy:
+    """A heuristic by name (with ``config``'s parameters), a planner (its futures drawn from ``spec``'s training
+    streams), or a trained model by the path of its ``model.zip``."""
     if is_model_name(name):
         if parse_model_name(name)[1] is not None:
             raise ConfigError(f"policy {name!r}: a +ORDER@RATIO decoding applies to peer-mode models (rls:PATH.zip)")
         from agents import load
 
         return load(name)
+    if is_planner_name(name):
+        if config is not None:
+            raise ConfigError(f"policy {name!r}: planners take no policy config ({spec and spec.policy_config})")
+        futures = _future_model(spec.workload, spec.cluster, spec.load, spec.window, spec.train) \
+            if spec is not None and name.strip().lower().startswith(LOOKAHEAD_PREFIX) else None
+        return make(name, futures=futures)
     return config.make(name) if config is not None else make(name)
+
+
+DEFAULT_TRAIN_SEEDS = tuple(range(100_000, 100_008))
+"""Training seeds a lookahead planner draws futures from on a synthetic workload when a run names none: far from
+the seeds that suites evaluate on."""
+
+
+@lru_cache(maxsize=8)
+def _future_model(workload: str, cluster: str | None, load: float, window: tuple[int, int] | None,
+                  train: tuple[int, ...]) -> FutureModel:
+    """The training streams of a run's world (module docstring of :mod:`envs.workload.futures`), built once per
+    process: the synthetic workload drawn with each training seed, or the trace's windows starting at each
+    training start (as long as the run's window)."""
+    if trace_spec(workload) is None:
+        return FutureModel([scenario(workload, cluster, s, load).workload for s in train or DEFAULT_TRAIN_SEEDS])
+    if not train or window is None:
+        raise ConfigError(f"a lookahead planner on trace {workload!r} needs a window and training windows' first "
+                          "jobs (--train-seeds, or a suite's training range)")
+    overlap = [s for s in train if s < window[0] + window[1] and window[0] < s + window[1]]
+    if overlap:
+        raise ConfigError(f"training windows starting at {overlap} overlap the evaluated window {window}")
+    return FutureModel([scenario(workload, cluster, 0, load, (s, window[1])).workload for s in train])
 
 
 def _peer_window(spec: RunSpec) -> tuple[str, PeerTrace, Any]:
@@ -193,7 +226,7 @@ def check(spec: RunSpec, policy: bool = True, world: bool = True) -> None:
         elif peer:
             make(spec.policy)
         else:
-            _policy(spec.policy, _config(spec))
+            _policy(spec.policy, _config(spec), spec)
 
 
 @lru_cache(maxsize=4)

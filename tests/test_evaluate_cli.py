@@ -209,3 +209,31 @@ def test_a_one_summary_comparison_is_the_plain_table():
     both = comparison_table({"a": summary, "b": summary[:1]}, ["mean_wait_s"]).splitlines()
     assert both[0] == "| policy | workload | seeds | mean_wait_s (a) | mean_wait_s (b) |"
     assert both[3].endswith(" | — |")  # sjf is not in b
+
+
+def test_learning_suite_names_the_validation_best_as_reference_before_the_test_seeds(tmp_path):
+    done = evaluate("--suite", "learning", "--cases", "whole-gpu@2.0", "--policies", "fcfs+greedy/pack,sjf+greedy/pack",
+                    "--planners", "none", "--out", str(tmp_path), "--workers", "1")
+    learning = json.loads((tmp_path / "learning.json").read_text())
+    records = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    validation = {p: [r["row"]["mean_wait_s"] for r in records if r["row"]["policy"] == p and r["row"]["seed"] < 2000]
+                  for p in ("fcfs+greedy/pack", "sjf+greedy/pack")}
+    best = min(validation, key=lambda p: sum(validation[p]))
+    assert all(len(v) == 10 for v in validation.values())  # validation seeds 1000-1009
+    assert learning["references"] == {"whole-gpu@2.0": best}
+    assert [r["row"]["seed"] < 2000 for r in records] == [True] * 20 + [False] * 24  # validation runs first
+    assert f"reference for whole-gpu@2.0: {best}" in done.stdout.splitlines()[0]
+    other = next(e for e in learning["paired"] if e["policy"] != best)
+    assert other["n"] == 12 and other["ratio_ci"][0] <= other["ratio"] <= other["ratio_ci"][1]
+    assert f"| whole-gpu@2.0 | {best} | 12 |" in done.stdout and "±" not in done.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--cases", "nope"], "--cases: unknown nope"),
+    (["--workload", "small"], "its cases fix workloads"),
+    (["--planners", "lookahead-Z"], "--planners: unknown lookahead-Z"),
+])
+def test_learning_suite_bad_arguments_are_one_line_errors(args, message):
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--suite", "learning", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
