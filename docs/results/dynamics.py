@@ -89,7 +89,7 @@ cluster, full runtime model; in seed 0, {checkpointing:.0%} of the jobs checkpoi
 Policies: FIFO with EASY backfilling, SJF with EASY backfilling, preemptive priority (the priority-class order with
 EASY backfilling and best-fit placement, plus Kubernetes' default preemption), and Tiresias' discretized 2D-LAS.
 Seeds {seeds}: each seed draws one workload and one failure and outage history, the same for every policy. Each cell
-is the mean over the seeds ± half the 95% percentile-bootstrap interval. Times in seconds; "top class" is the
+is the mean over the seeds [and its 95% percentile-bootstrap interval]. Times in seconds; "top class" is the
 highest priority class ({top_share:.0%} of the jobs in seed 0); goodput = (GPU time held − lost − restart
 overhead) / (GPUs × makespan); utilization counts all GPU time held; lost GPU-hours are work rolled back to the
 last checkpoint by failures and preemptions. The figures do not depend on the machine (this run:

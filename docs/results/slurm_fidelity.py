@@ -165,7 +165,7 @@ its record):
 {steady_state_table(whole, steady)}
 
 {_fill(steady_state_changes(whole, steady) + " Times in seconds, utilization a fraction; each cell the mean over "
-        f"seeds 0-2 ± half the 95% bootstrap interval (this run: {os.cpu_count()} cores, {workers} workers).")}
+        f"seeds 0-2 [and its 95% bootstrap interval] (this run: {os.cpu_count()} cores, {workers} workers).")}
 """
 
 
