@@ -36,7 +36,8 @@ from envs.sim.state import SimState
 class Future:
     """A stand-in for a run's unknown future, put into a fork in place of the true one."""
 
-    arrivals: Sequence[Job] = ()  # the jobs that arrive after now, submit times >= now [s], ids new to the run
+    arrivals: Sequence[Job] = ()  # the jobs that arrive after now: submit times >= now [s], distinct ids not
+    # among the jobs arrived so far (the run's own later jobs are dropped, so their ids may be reused)
     runtimes_s: Mapping[int, float] = field(default_factory=dict)  # job id -> base runtime [s] of known jobs
 
 
@@ -81,7 +82,8 @@ class Forking:
                 raise ConfigError(f"fork at t={s.time_s:g}s: arrival of job {job.job_id} at {job.submit_time_s:g}s "
                                   "is in the past")
             if job.job_id in known:
-                raise ConfigError(f"fork at t={s.time_s:g}s: arrival id {job.job_id} is already a job of the run")
+                raise ConfigError(f"fork at t={s.time_s:g}s: arrival id {job.job_id} is repeated or already a job of "
+                                  "the run")
             known.add(job.job_id)
         self._jobs = arrived + later
         self._job_ids = known
