@@ -53,7 +53,7 @@ _UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 PLANNER_DOCS = {
     LOOKAHEAD_PREFIX: "every `every` (default 1h), roll each candidate heuristic forward over m resampled futures "
-                      "(never the true one) and commit the best for `every`; keys c, m, every, h, seed",
+                      "(never the true one) and commit the best for `every`; keys c, m, every, h, z, seed",
     HINDSIGHT_PREFIX: "the same over the true future (a bound that knows the future, for tables only)",
 }
 """One line per planner family, for ``python -m baselines``."""
