@@ -27,7 +27,9 @@ heuristics decides next, judged by simulating each choice forward.
 
 Names: ``lookahead[:KEY=VALUE]...`` and ``hindsight[:KEY=VALUE]...`` with keys ``c`` (candidates joined by ``|``,
 the base first), ``m`` (futures, lookahead only), ``every`` (commitment and spacing of planning instants), ``h``
-(rollout horizon, ``inf`` for the end of the episode), ``z`` (lookahead only) and ``seed``; durations as ``900``,
+(rollout horizon, ``inf`` for the end of the episode), ``z`` (lookahead only), ``know`` (lookahead only:
+``arrivals``, ``runtimes`` or ``arrivals+runtimes``, the parts of the true future a *diagnostic* lookahead keeps
+instead of drawing them: a bound on what that information is worth, never a policy) and ``seed``; durations as ``900``,
 ``15m``, ``1h`` or ``inf``. ``lookahead`` alone is ``lookahead:c=C:m=4:every=1h:h=inf:z=0:seed=0`` with C
 ``sjf+greedy/topology|saf+greedy/pack|sjf+easy/topology|hold15m``.
 """
@@ -48,6 +50,8 @@ from envs.workload.futures import FutureModel
 
 LOOKAHEAD_PREFIX, HINDSIGHT_PREFIX = "lookahead", "hindsight"
 HOLD_PREFIX = "hold"
+KNOWABLE = frozenset({"arrivals", "runtimes"})
+"""Parts of the true future a diagnostic lookahead may be given (``know=``)."""
 DEFAULT_CANDIDATES = ("sjf+greedy/topology", "saf+greedy/pack", "sjf+easy/topology", "hold15m")
 _UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -83,6 +87,7 @@ class PlannerSpec:
     horizon_s: float = math.inf  # rollout length [s]; inf: to the end of the episode
     seed: int = 0  # seeds the futures' draws
     z: float = 0.0  # a candidate replaces the base only if its mean gain exceeds z standard errors [count]
+    know: frozenset[str] = frozenset()  # parts of the true future a diagnostic lookahead keeps: arrivals, runtimes
 
     @property
     def name(self) -> str:
@@ -91,6 +96,7 @@ class PlannerSpec:
         keys = [f"c={'|'.join(self.candidates)}"] + ([] if self.hindsight else [f"m={self.futures}"])
         keys += [f"every={_fmt_s(self.every_s)}", f"h={_fmt_s(self.horizon_s)}"]
         keys += [] if self.hindsight else [f"z={self.z:g}"]
+        keys += [f"know={'+'.join(sorted(self.know))}"] if self.know else []
         keys += [f"seed={self.seed}"]
         return ":".join([prefix, *keys])
 
@@ -116,9 +122,9 @@ def parse_planner(name: str, make_policy: Callable[[str], Policy]) -> PlannerSpe
     fields_by_key: dict[str, str] = {}
     for field in fields:
         key, eq, value = field.partition("=")
-        if not eq or key.strip().lower() not in ("c", "m", "every", "h", "z", "seed"):
+        if not eq or key.strip().lower() not in ("c", "m", "every", "h", "z", "know", "seed"):
             raise ConfigError(f"policy {name!r}: {field!r} is not KEY=VALUE with KEY one of c, m, every, h, z, "
-                              "seed")
+                              "know, seed")
         fields_by_key[key.strip().lower()] = value.strip()
     hindsight = head.strip().lower() == HINDSIGHT_PREFIX
     spec = PlannerSpec(hindsight)
@@ -151,7 +157,11 @@ def parse_planner(name: str, make_policy: Callable[[str], Policy]) -> PlannerSpe
         raise ConfigError(f"policy {name!r}: z must be a number") from None
     if not z >= 0 or math.isinf(z):
         raise ConfigError(f"policy {name!r}: z must be finite and >= 0, got {z}")
-    return PlannerSpec(hindsight, spec.candidates, futures, every, horizon, seed, z)
+    know = frozenset(part.strip().lower() for part in fields_by_key.get("know", "").split("+") if part.strip())
+    if not know <= KNOWABLE:
+        raise ConfigError(f"policy {name!r}: know= takes {' and/or '.join(sorted(KNOWABLE))} joined by +, got "
+                          f"{fields_by_key['know']!r}")
+    return PlannerSpec(hindsight, spec.candidates, futures, every, horizon, seed, z, know)
 
 
 class Hold:
@@ -269,19 +279,23 @@ class Planner:
 
     def draw_future(self, view: View, rng: np.random.Generator) -> Future:
         """One resampled future at this instant: arrivals spliced from training streams, runtimes of the known
-        jobs drawn from their requests (what a scheduler knows)."""
+        jobs drawn from their requests (what a scheduler knows); the true ones for what ``know`` names."""
         assert self._futures is not None
         now = view.time_s
         ended = view.ended_since(0)
         known_ids = [*view.pending, *view.running, *(r.job.job_id for r in ended)]
         first_id = max(known_ids, default=-1) + 1
-        arrivals = self._futures.arrivals(now, view.arrivals_left, now + self.spec.horizon_s, first_id, rng)
-        runtimes = {job_id: self._futures.runtime_s(job, self._done_work_s(view, job_id), rng)
-                    for job_id, job in view.pending.items()}
-        for job_id, running in view.running.items():
-            elapsed_s = now - running.start_time_s
-            runtimes[job_id] = self._futures.runtime_s(running.job, self._done_work_s(view, job_id) + elapsed_s,
-                                                       rng)
+        know = self.spec.know
+        arrivals = None if "arrivals" in know else \
+            self._futures.arrivals(now, view.arrivals_left, now + self.spec.horizon_s, first_id, rng)
+        runtimes: dict[int, float] = {}
+        if "runtimes" not in know:
+            runtimes = {job_id: self._futures.runtime_s(job, self._done_work_s(view, job_id), rng)
+                        for job_id, job in view.pending.items()}
+            for job_id, running in view.running.items():
+                elapsed_s = now - running.start_time_s
+                runtimes[job_id] = self._futures.runtime_s(running.job,
+                                                           self._done_work_s(view, job_id) + elapsed_s, rng)
         return Future(arrivals, runtimes)
 
     @staticmethod

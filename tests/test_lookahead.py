@@ -20,6 +20,8 @@ from envs.core import ConfigError, Job, RuntimeConfig, summarize
 from envs.core.presets import cluster_from_dict
 from envs.scenario import scenario
 from envs.sim import WAIT, Simulator, Wait, simulate
+from envs.sim.fork import Future
+from envs.sim.loop import apply_action
 from envs.workload.futures import FutureModel
 from envs.workload.table import Workload
 from evaluation.learning import CASES
@@ -103,6 +105,26 @@ def test_hindsight_bound_is_never_worse_than_its_best_candidate(seed):
     assert planned <= min(waits) + 1e-9
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_lookahead_that_knows_the_whole_future_is_never_worse_than_its_base(seed):
+    world = scenario("small", "tiny", seed=seed, load=1.5)
+    base = summarize(simulate(world.cluster, world.workload, make("saf+greedy/pack"), world.runtime))["mean_wait_s"]
+    futures = FutureModel([scenario("small", "tiny", seed=s).workload for s in (100, 101)])
+    informed = make("lookahead:c=saf+greedy/pack|sjf+greedy|hold10m:m=1:every=30m:know=arrivals+runtimes",
+                    futures=futures)
+    planned = summarize(simulate(world.cluster, world.workload, informed, world.runtime))["mean_wait_s"]
+    assert planned <= base + 1e-9
+
+
+def test_a_future_without_arrivals_keeps_the_true_ones(one_node):
+    sim = Simulator(one_node, small_then_big(60.0), RIGID)
+    fork = sim.view.fork(Future(arrivals=None, runtimes_s={0: 50.0}))
+    policy = make(SMALL_FIRST)
+    while not fork.done:
+        apply_action(fork, policy.act(fork.view))
+    assert {r.job.job_id: r.finish_time_s for r in fork.log().records} == {0: 50.0, 1: 160.0}
+
+
 def test_hold_waits_until_its_end_then_lets_the_base_decide(one_node):
     sim = Simulator(one_node, small_then_big(60.0), RIGID)
     hold = Hold(60.0, make(SMALL_FIRST))
@@ -114,10 +136,10 @@ def test_hold_waits_until_its_end_then_lets_the_base_decide(one_node):
 
 
 def test_planner_names_are_canonical_and_checked():
-    spec = parse_planner("lookahead:c=sjf+greedy|hold15m:m=3:every=30m:h=4h:z=1.5:seed=7", make)
-    assert (spec.candidates, spec.futures, spec.every_s, spec.horizon_s, spec.z, spec.seed) == \
-        (("sjf+greedy", "hold15m"), 3, 1800.0, 14400.0, 1.5, 7)
-    assert spec.name == "lookahead:c=sjf+greedy|hold15m:m=3:every=30m:h=4h:z=1.5:seed=7"
+    spec = parse_planner("lookahead:c=sjf+greedy|hold15m:m=3:every=30m:h=4h:z=1.5:seed=7:know=runtimes", make)
+    assert (spec.candidates, spec.futures, spec.every_s, spec.horizon_s, spec.z, spec.seed, spec.know) == \
+        (("sjf+greedy", "hold15m"), 3, 1800.0, 14400.0, 1.5, 7, {"runtimes"})
+    assert spec.name == "lookahead:c=sjf+greedy|hold15m:m=3:every=30m:h=4h:z=1.5:know=runtimes:seed=7"
     assert parse_planner("hindsight", make).horizon_s == math.inf
 
 
@@ -131,6 +153,7 @@ def test_planner_names_are_canonical_and_checked():
     ("lookahead:every=inf", "every must be finite"),
     ("lookahead:h=-1h", "must be > 0"),
     ("lookahead:z=-1", "z must be finite and >= 0"),
+    ("lookahead:know=everything", "know= takes arrivals and/or runtimes"),
 ])
 def test_bad_planner_names_are_one_line_errors(name, message):
     with pytest.raises(ConfigError, match=message):

@@ -36,8 +36,9 @@ from envs.sim.state import SimState
 class Future:
     """A stand-in for a run's unknown future, put into a fork in place of the true one."""
 
-    arrivals: Sequence[Job] = ()  # the jobs that arrive after now: submit times >= now [s], distinct ids not
-    # among the jobs arrived so far (the run's own later jobs are dropped, so their ids may be reused)
+    arrivals: Sequence[Job] | None = ()  # the jobs that arrive after now: submit times >= now [s], distinct ids
+    # not among the jobs arrived so far (the run's own later jobs are dropped, so their ids may be reused); None
+    # keeps the run's true arrivals (for diagnostic bounds that know them)
     runtimes_s: Mapping[int, float] = field(default_factory=dict)  # job id -> base runtime [s] of known jobs
 
 
@@ -68,7 +69,8 @@ class Forking:
         shared.update((id(j), j) for j in self._jobs)
         copy_ = copy.deepcopy(self, shared)
         if future is not None:
-            copy_._replace_arrivals(future.arrivals)
+            if future.arrivals is not None:
+                copy_._replace_arrivals(future.arrivals)
             copy_._replace_runtimes(future.runtimes_s)
         return copy_
 
