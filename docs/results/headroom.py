@@ -27,9 +27,11 @@ sys.path.insert(0, str(ROOT))
 from envs.core.files import write_text_atomically  # noqa: E402
 from evaluation.aggregate import format_interval, format_number  # noqa: E402
 from evaluation.learning import CASES, PLANNER_SETTINGS, STEADY_STATE  # noqa: E402
+from evaluation.paired import paired_comparison  # noqa: E402
 
-GOAL_RATIO = 0.9
-"""The issue's goal for the planner: mean wait at least 10 % below the reference's at loads of 1.5 or more."""
+ABLATION_CASE = "whole-gpu@1.5"
+"""The case of the information ablation: lookahead-A again, keeping the true arrivals, runtimes, or both."""
+KNOW = ("runtimes", "arrivals", "arrivals+runtimes")
 
 
 def machine() -> str:
@@ -48,6 +50,29 @@ def run_cases(out: Path, cases: list[str], workers: int, final: bool) -> None:
     if final:
         subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--suite", "learning", "--out", str(out),
                         "--workers", str(workers), "--json"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+
+
+def ablation(out: Path, learning: dict, workers: int) -> list[dict]:
+    """Lookahead-A of :data:`ABLATION_CASE` beside the same planner keeping parts of the true future, paired with
+    the reference on the case's test seeds (run into ``out``/ablation, resumable); the paired entries."""
+    case = next(c for c in CASES if c.name == ABLATION_CASE)
+    reference = learning["references"][case.name]
+    planner = learning["planners"][case.name]["lookahead-A"]
+    names = {reference: reference, "lookahead-A": planner,
+             **{f"lookahead-A know={k}": f"{planner}:know={k}" for k in KNOW},
+             "hindsight": learning["planners"][case.name]["hindsight"]}
+    folder = out / "ablation"
+    seeds = ",".join(map(str, case.test))
+    subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--policies", ",".join(names.values()),
+                    "--workload", case.workload, "--cluster", case.cluster, "--load", str(case.load),
+                    "--seeds", seeds, "--train-seeds", ",".join(map(str, case.train)), "--metrics-window",
+                    ",".join(map(str, STEADY_STATE)), "--out", str(folder), "--workers", str(workers), "--no-plots",
+                    "--json"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    label_of = {name: label for label, name in names.items()}
+    with (folder / "results.csv").open() as handle:
+        rows = [{**{k: (v if k in ("policy", "workload", "cluster") else float(v)) for k, v in row.items()
+                    if k != "metrics_window"}, "policy": label_of[row["policy"]]} for row in csv.DictReader(handle)]
+    return paired_comparison(rows, reference)
 
 
 def ratio_cell(entry: dict) -> str:
@@ -75,7 +100,7 @@ def case_table(entries: list[dict], rows_shown: list[str]) -> str:
 
 
 def label(policy: str) -> str:
-    return f"**{policy}**" if policy in (*PLANNER_SETTINGS, "hindsight") else f"`{policy}`"
+    return f"**{policy}**" if policy.startswith((*PLANNER_SETTINGS, "hindsight")) else f"`{policy}`"
 
 
 def cpu_hours(out: Path) -> tuple[float, dict[tuple[str, str], float]]:
@@ -94,7 +119,7 @@ def cpu_hours(out: Path) -> tuple[float, dict[tuple[str, str], float]]:
     return total_s / 3600, {key: sum(v) / len(v) for key, v in per.items()}
 
 
-def page(out: Path, date: str) -> str:
+def page(out: Path, date: str, ablated: list[dict]) -> str:
     learning = json.loads((out / "learning.json").read_text())
     total_h, per_episode = cpu_hours(out)
     by_case: dict[str, list[dict]] = defaultdict(list)
@@ -150,6 +175,10 @@ def page(out: Path, date: str) -> str:
                   _summary_line(case.name, entries, per_episode), "",
                   "<details><summary>every candidate</summary>", "",
                   case_table(entries, [reference, *(e["policy"] for e in heuristics)]), "", "</details>", ""]
+    lines += ["## What knowing the future is worth", "",
+              f"On {ABLATION_CASE}'s test seeds, lookahead-A again, keeping the true runtimes of the jobs it knows, "
+              "the true arrivals, or both, in place of its draws (`know=`; diagnostic bounds, not policies):", "",
+              case_table(ablated, [e["policy"] for e in ablated]), ""]
     if learning.get("stratified_iqm"):
         lines += ["## Over all cases", "",
                   "IQM of the per-seed ratios to each case's reference (floored at 1 s), pooled over the cases, "
@@ -199,8 +228,9 @@ def main() -> int:
         print("piece done; run without --cases to write the page")
         return 0
     run_cases(args.out, [case.name for case in CASES], args.workers, final=True)
+    ablated = ablation(args.out, json.loads((args.out / "learning.json").read_text()), args.workers)
     target = ROOT / "docs" / "results" / f"{args.date}-headroom.md"
-    write_text_atomically(target, page(args.out, args.date))
+    write_text_atomically(target, page(args.out, args.date, ablated))
     print(f"wrote {target}")
     return 0
 
