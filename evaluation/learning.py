@@ -79,7 +79,7 @@ CASES = (
     Case("default@1.5", "default", "hetero-64", 1.5, SYNTHETIC_TRAIN, SYNTHETIC_VALIDATION,
          tuple(range(2000, 2012))),
     Case("philly", PHILLY_TRACE, "hetero-64", 1.0, _philly_windows((0,)), _philly_windows((2,)),
-         _philly_windows((1, 3)), PHILLY_WINDOW, every="4h"),
+         _philly_windows((1, 3)), PHILLY_WINDOW, every="8h"),
 )
 """The suite's cases. Philly: 2,000-job windows of the trace at their own pace on the 512-GPU ``hetero-64`` (on
 its own ``philly-like`` cluster of 2,400 GPUs most windows never queue, even 100 times faster; on ``hetero-64``

@@ -53,26 +53,33 @@ def run_cases(out: Path, cases: list[str], workers: int, final: bool) -> None:
 
 
 def ablation(out: Path, learning: dict, workers: int) -> list[dict]:
-    """Lookahead-A of :data:`ABLATION_CASE` beside the same planner keeping parts of the true future, paired with
-    the reference on the case's test seeds (run into ``out``/ablation, resumable); the paired entries."""
+    """Lookahead-A of :data:`ABLATION_CASE` beside the same planner keeping parts of the true future (run into
+    ``out``/ablation, resumable) and the hindsight bound, paired with the reference on the case's test seeds; the
+    paired entries. Lookahead-A's and hindsight's own rows are the learning suite's (``out``/results.csv)."""
     case = next(c for c in CASES if c.name == ABLATION_CASE)
     reference = learning["references"][case.name]
     planner = learning["planners"][case.name]["lookahead-A"]
-    names = {reference: reference, "lookahead-A": planner,
-             **{f"lookahead-A know={k}": f"{planner}:know={k}" for k in KNOW},
-             "hindsight": learning["planners"][case.name]["hindsight"]}
+    names = {reference: reference, **{f"lookahead-A know={k}": f"{planner}:know={k}" for k in KNOW}}
     folder = out / "ablation"
-    seeds = ",".join(map(str, case.test))
     subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--policies", ",".join(names.values()),
                     "--workload", case.workload, "--cluster", case.cluster, "--load", str(case.load),
-                    "--seeds", seeds, "--train-seeds", ",".join(map(str, case.train)), "--metrics-window",
-                    ",".join(map(str, STEADY_STATE)), "--out", str(folder), "--workers", str(workers), "--no-plots",
-                    "--json"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+                    "--seeds", ",".join(map(str, case.test)), "--train-seeds", ",".join(map(str, case.train)),
+                    "--metrics-window", ",".join(map(str, STEADY_STATE)), "--out", str(folder), "--workers",
+                    str(workers), "--no-plots", "--json"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     label_of = {name: label for label, name in names.items()}
-    with (folder / "results.csv").open() as handle:
-        rows = [{**{k: (v if k in ("policy", "workload", "cluster") else float(v)) for k, v in row.items()
-                    if k != "metrics_window"}, "policy": label_of[row["policy"]]} for row in csv.DictReader(handle)]
-    return paired_comparison(rows, reference)
+    rows = [{**row, "policy": label_of[row["policy"]]} for row in read_rows(folder / "results.csv")]
+    rows += [row for row in read_rows(out / "results.csv")
+             if row["workload"] == case.name and row["policy"] in ("lookahead-A", "hindsight")]
+    order = [reference, "lookahead-A", *(f"lookahead-A know={k}" for k in KNOW), "hindsight"]
+    entries = paired_comparison(rows, reference)
+    return sorted(entries, key=lambda e: order.index(e["policy"]))
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a results.csv, metrics as floats."""
+    with path.open() as handle:
+        return [{k: (v if k in ("policy", "workload", "cluster", "metrics_window") else float(v))
+                 for k, v in row.items()} for row in csv.DictReader(handle)]
 
 
 def ratio_cell(entry: dict) -> str:
@@ -152,9 +159,9 @@ def page(out: Path, date: str, ablated: list[dict]) -> str:
     lines += ["", "The planners (`baselines/lookahead.py`), with each case's candidates: its reference, the next two "
               "heuristics on validation and `hold15m` (start nothing for 15 minutes, then the reference):", ""]
     for label_, setting in PLANNER_SETTINGS.items():
-        lines.append(f"- **{label_}**: `lookahead:c=...:every=E:{setting}`: every E (1 h; 4 h on Philly) of "
-                     "simulated time at a decision point with two or more jobs waiting, fork the simulator, roll each "
-                     "candidate forward for E and then the reference, over 4 futures resampled from the train range "
+        lines.append(f"- **{label_}**: `lookahead:c=...:every=E:{setting}`: every E (1 h; 8 h on Philly, whose "
+                     "windows span days) of simulated time at a decision point with two or more jobs waiting, "
+                     "fork the simulator, roll each candidate forward for E and then the reference, over 4 futures resampled from the train range "
                      "(arrivals spliced from training streams, runtimes of the known jobs drawn from their requests), "
                      "and commit the candidate of least mean wait.")
     lines += ["- **hindsight**: the same switching over the true future, with the best candidate of the episode as "
