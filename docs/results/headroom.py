@@ -161,9 +161,9 @@ def page(out: Path, date: str, ablated: list[dict]) -> str:
     for label_, setting in PLANNER_SETTINGS.items():
         lines.append(f"- **{label_}**: `lookahead:c=...:every=E:{setting}`: every E (1 h; 8 h on Philly, whose "
                      "windows span days) of simulated time at a decision point with two or more jobs waiting, "
-                     "fork the simulator, roll each candidate forward for E and then the reference, over 4 futures resampled from the train range "
-                     "(arrivals spliced from training streams, runtimes of the known jobs drawn from their requests), "
-                     "and commit the candidate of least mean wait.")
+                     "fork the simulator, roll each candidate forward for E and then the reference, over 4 futures "
+                     "resampled from the train range (arrivals spliced from training streams, runtimes of the known "
+                     "jobs drawn from their requests), and commit the candidate of least mean wait.")
     lines += ["- **hindsight**: the same switching over the true future, with the best candidate of the episode as "
               "its base: never worse than its best candidate; it knows the future, so it is a bound, not a policy.",
               ""]
