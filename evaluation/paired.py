@@ -283,7 +283,7 @@ def stratified_iqm(rows: Iterable[Mapping[str, Any]], reference: str, metric: st
             if policy not in by_case[case]:
                 raise ValueError(f"case {case!r}: no rows of policy {policy!r}; pool only the cases that all share")
             _, ours, theirs = _paired_values(case, policy, reference, by_case[case], metric)
-            strata.append(ours / theirs)
+            strata.append(seed_ratios(ours, theirs))
         interval = stratified_bootstrap_iqm(strata, n_boot, np.random.default_rng(seed))
         result[policy] = (float(iqm(np.concatenate(strata))), interval, sum(len(s) for s in strata))
     return result

@@ -197,3 +197,10 @@ def test_table_with_one_seed_prints_the_means_alone():
 def test_seeds_for_10pct_is_at_least_two():
     assert seeds_for_10pct(0.0, 100.0) == 2
     assert seeds_for_10pct(10.0, 100.0) == math.ceil((1.959964 + 0.841621) ** 2)  # sd = 10 % of the mean: 7.85 -> 8
+
+
+def test_stratified_iqm_floors_a_reference_that_never_waits_on_a_seed():
+    rows = make_rows({"ref": [0.0, 200.0, 400.0], "pol": POLICY_WAITS})
+    iqm_ratio, (low, high), n = stratified_iqm(rows, "ref", n_boot=500)["pol"]
+    assert n == 3 and iqm_ratio == pytest.approx((90.0 + 0.9 + 1.1) / 3)  # 90/1: the floor at 1 s, not 90/0
+    assert np.isfinite([low, high]).all()
