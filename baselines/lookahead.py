@@ -50,6 +50,8 @@ from envs.workload.futures import FutureModel
 
 LOOKAHEAD_PREFIX, HINDSIGHT_PREFIX = "lookahead", "hindsight"
 HOLD_PREFIX = "hold"
+MAX_FUTURES = 64
+"""Most futures a lookahead may draw per planning instant (each costs a rollout per candidate)."""
 KNOWABLE = frozenset({"arrivals", "runtimes"})
 """Parts of the true future a diagnostic lookahead may be given (``know=``)."""
 DEFAULT_CANDIDATES = ("sjf+greedy/topology", "saf+greedy/pack", "sjf+easy/topology", "hold15m")
@@ -127,6 +129,9 @@ def parse_planner(name: str, make_policy: Callable[[str], Policy]) -> PlannerSpe
                               "know, seed")
         fields_by_key[key.strip().lower()] = value.strip()
     hindsight = head.strip().lower() == HINDSIGHT_PREFIX
+    lookahead_only = sorted(set(fields_by_key) & {"m", "z", "know"})
+    if hindsight and lookahead_only:
+        raise ConfigError(f"policy {name!r}: {', '.join(lookahead_only)} apply to lookahead only")
     spec = PlannerSpec(hindsight)
     if "c" in fields_by_key:
         candidates = tuple(c.strip() for c in fields_by_key["c"].split("|") if c.strip())
@@ -138,15 +143,17 @@ def parse_planner(name: str, make_policy: Callable[[str], Policy]) -> PlannerSpe
             if is_planner_name(candidate):
                 raise ConfigError(f"policy {name!r}: a candidate cannot be a planner ({candidate!r})")
             make_policy(candidate)
-        else:
-            duration_s(candidate[len(HOLD_PREFIX):], f"policy {name!r}: candidate {candidate!r}")
+        elif math.isinf(duration_s(candidate[len(HOLD_PREFIX):], f"policy {name!r}: candidate {candidate!r}")):
+            raise ConfigError(f"policy {name!r}: candidate {candidate!r}: a hold must be finite")
     try:
         futures = int(fields_by_key.get("m", spec.futures))
         seed = int(fields_by_key.get("seed", spec.seed))
     except ValueError:
         raise ConfigError(f"policy {name!r}: m and seed must be integers") from None
-    if futures < 1:
-        raise ConfigError(f"policy {name!r}: m must be >= 1, got {futures}")
+    if not 1 <= futures <= MAX_FUTURES:
+        raise ConfigError(f"policy {name!r}: m must be in 1..{MAX_FUTURES}, got {futures}")
+    if seed < 0:
+        raise ConfigError(f"policy {name!r}: seed must be >= 0, got {seed}")
     every = duration_s(fields_by_key.get("every", "1h"), f"policy {name!r}: every")
     if math.isinf(every):
         raise ConfigError(f"policy {name!r}: every must be finite")
