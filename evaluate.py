@@ -38,7 +38,15 @@ from envs.core.files import write_text_atomically
 from envs.core.metrics import WHOLE_RUN, window_fractions
 from evaluation.aggregate import markdown_table
 from evaluation.backends import BACKENDS, Result, execute
-from evaluation.learning import CANDIDATES, CASES, STEADY_STATE, case_names, planner_labels, planner_names
+from evaluation.learning import (
+    CANDIDATES,
+    CASES,
+    STEADY_STATE,
+    case_names,
+    planner_labels,
+    planner_names,
+    validation_ranking,
+)
 from evaluation.paired import paired_comparison, paired_table, stratified_iqm
 from evaluation.report import write_run_folder
 from evaluation.runner import RunSpec, check
@@ -261,13 +269,14 @@ def evaluate_learning(args: Any) -> int:
     validation = [case.spec(p, seed) for case in cases for seed in case.validation for p in candidates]
     check_all(validation)
     prepare_out(out)
-    rankings = {}
-    for case, group in zip(cases, _per_case(cases, run_all(validation, out, args)), strict=True):
-        means = {p: sum(r["mean_wait_s"] for r in rows) / len(rows) for p, rows in group.items()}
-        rankings[case.name] = sorted(means, key=lambda p: (means[p], candidates.index(p)))
+    validated = run_all(validation, out, args)
+    validation_rows = [row for row, _, _ in validated]
+    rankings = validation_ranking(validation_rows, cases, candidates)
+    for case in cases:
         best = rankings[case.name][0]
-        print(f"reference for {case.name}: {best} (mean wait {means[best]:,.1f} s over {len(case.validation)} "
-              "validation seeds)", flush=True)
+        best_mean = sum(r["mean_wait_s"] for r in validation_rows if (r["workload"], r["policy"]) == (case.name, best))
+        print(f"reference for {case.name}: {best} (mean wait {best_mean / len(case.validation):,.1f} s over "
+              f"{len(case.validation)} validation seeds)", flush=True)
     planners = {case.name: {label: name for label, name in planner_names(case, rankings[case.name]).items()
                             if label in labels} for case in cases}
     test = [case.spec(p, seed) for case in cases for p in planners[case.name].values() for seed in case.test]
@@ -288,7 +297,8 @@ def evaluate_learning(args: Any) -> int:
     summary = {"references": {name: ranking[0] for name, ranking in rankings.items()},
                "validation_ranking": rankings, "planners": planners, "paired": entries,
                "stratified_iqm": {p: {"iqm": v[0], "ci95": v[1], "n": v[2]} for p, v in iqm.items()},
-               "planner_wall_s_per_episode": wall, "metrics_window": list(STEADY_STATE)}
+               "planner_wall_s_per_episode": wall, "metrics_window": list(STEADY_STATE),
+               "validation_wall_s": sum(timing["sim_wall_s"] for _, _, timing in validated)}
     write_text_atomically(out / "learning.json", json.dumps(summary, indent=2))
     timings = [{"policy": row["policy"], "workload": row["workload"], "seed": row["seed"], **timing}
                for row, (_, _, timing) in zip(rows, results, strict=True)]
@@ -302,15 +312,6 @@ def evaluate_learning(args: Any) -> int:
             print(f"{case} {label}: {name} ({wall[f'{case} {label}']:,.0f} s per episode)")
     print(f"run folder: {out} (learning.json, results.csv, summary.json, {RUNS_FILE})")
     return 0
-
-
-def _per_case(cases: Sequence[Any], results: Sequence[Result]) -> list[dict[str, list[dict[str, Any]]]]:
-    """Rows of ``results`` grouped by case (in ``cases`` order), then by policy."""
-    groups: list[dict[str, list[dict[str, Any]]]] = [{} for _ in cases]
-    index = {case.name: i for i, case in enumerate(cases)}
-    for row, _, _ in results:
-        groups[index[row["workload"]]].setdefault(row["policy"], []).append(row)
-    return groups
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ middle of the episode by simulated time, then measure:
 
 - ``forks_per_s``: :meth:`Simulator.fork <envs.sim.fork.Forking.fork>` with the true future kept, beside
   ``deepcopies_per_s``, a plain ``copy.deepcopy`` of the simulator (what a fork avoids);
-- ``resampled_forks_per_s``: drawing a resampled future (:class:`~envs.workload.futures.FutureModel`, 8 training
-  seeds) and forking with it, as the planner does;
+- ``resampled_forks_per_s``: drawing a resampled future (:class:`~envs.workload.futures.FutureModel`, the 8
+  default training seeds) and forking with it, as the planner does;
 - ``rollouts_per_s``: a fork rolled to the end of the episode under ``sjf+greedy/topology``, and the same to a
   4-hour horizon;
 - ``decision_s``: one planning instant of ``lookahead`` (4 candidates × ``m`` futures, to the end and to 4 h);
@@ -35,10 +35,10 @@ from envs.scenario import scenario
 from envs.sim import Simulator, simulate
 from envs.sim.loop import apply_action
 from envs.workload.futures import FutureModel
+from evaluation.runner import DEFAULT_TRAIN_SEEDS
 
 BASE = "sjf+greedy/topology"
 CANDIDATES = f"{BASE}|saf+greedy/pack|sjf+easy/topology|hold15m"
-TRAIN_SEEDS = range(100_000, 100_008)
 
 
 def median_s(run: Callable[[], object], repeat: int) -> float:
@@ -60,7 +60,7 @@ def mid_episode(load: float) -> tuple[Simulator, FutureModel]:
     middle_s = world.workload.jobs[len(world.workload.jobs) // 2].submit_time_s
     while sim.time_s < middle_s:
         apply_action(sim, policy.act(sim.view))
-    futures = FutureModel([scenario("whole-gpu", "hetero-64", seed=s, load=load).workload for s in TRAIN_SEEDS])
+    futures = FutureModel([scenario("whole-gpu", "hetero-64", seed=s, load=load).workload for s in DEFAULT_TRAIN_SEEDS])
     return sim, futures
 
 

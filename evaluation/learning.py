@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evaluation.runner import RunSpec
+from evaluation.aggregate import group_by
+from evaluation.runner import DEFAULT_TRAIN_SEEDS, RunSpec
 from evaluation.suites import SHARED_TRACES
 
 STEADY_STATE = (0.1, 0.1)
@@ -66,7 +67,7 @@ class Case:
                        metrics_window=STEADY_STATE, train=self.train)
 
 
-SYNTHETIC_TRAIN = tuple(range(100_000, 100_008))
+SYNTHETIC_TRAIN = DEFAULT_TRAIN_SEEDS
 SYNTHETIC_VALIDATION = tuple(range(1000, 1010))
 
 CASES = (
@@ -92,6 +93,19 @@ PLANNER_SETTINGS = {
 """The lookahead planner's settings on the test seeds (with each case's candidates and ``every``): A rolls to the
 end of the episode and leaves the reference only for a gain of one standard error over its futures; B looks four
 hours ahead and takes any gain."""
+
+
+def validation_ranking(rows: Sequence[dict], cases: Sequence[Case],
+                       candidates: Sequence[str]) -> dict[str, list[str]]:
+    """Per case, the candidates from least to most mean wait over the validation ``rows`` (ties in ``candidates``
+    order): the first is the case's reference."""
+    groups = group_by(rows, lambda row: (row["workload"], row["policy"]))
+    rankings = {}
+    for case in cases:
+        means = {p: sum(r["mean_wait_s"] for r in groups[(case.name, p)]) / len(groups[(case.name, p)])
+                 for p in candidates}
+        rankings[case.name] = sorted(candidates, key=lambda p: (means[p], candidates.index(p)))
+    return rankings
 
 
 def case_names() -> list[str]:

@@ -149,7 +149,7 @@ def _policy(name: str, config: PolicyConfig | None = None, spec: RunSpec | None 
         return load(name)
     if is_planner_name(name):
         if config is not None:
-            raise ConfigError(f"policy {name!r}: planners take no policy config ({spec and spec.policy_config})")
+            raise ConfigError(f"policy {name!r}: planners take no policy config")
         futures = _future_model(spec.workload, spec.cluster, spec.load, spec.window, spec.train) \
             if spec is not None and name.strip().lower().startswith(LOOKAHEAD_PREFIX) else None
         return make(name, futures=futures)

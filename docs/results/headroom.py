@@ -112,25 +112,20 @@ def label(policy: str) -> str:
     return f"**{policy}**" if policy.startswith((*PLANNER_SETTINGS, "hindsight")) else f"`{policy}`"
 
 
-def cpu_hours(out: Path) -> tuple[float, dict[tuple[str, str], float]]:
-    """Total simulation CPU time of the page's runs [h], and the mean per episode [s] of each (case, policy)."""
+def cpu_hours(out: Path, learning: dict) -> tuple[float, dict[tuple[str, str], float]]:
+    """Total simulation CPU time of the page's runs, validation and test [h], and the mean per episode [s] of each
+    (case, policy) on the test seeds."""
     per: dict[tuple[str, str], list[float]] = defaultdict(list)
     with (out / "timing.csv").open() as handle:
         for row in csv.DictReader(handle):
             per[(row["workload"], row["policy"])].append(float(row["sim_wall_s"]))
-    validation_s = 0.0
-    for line in (out / "runs.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        case = next((c for c in CASES if c.name == record["row"]["workload"]), None)
-        if case is not None and record["row"]["seed"] in case.validation:
-            validation_s += record["timing"]["sim_wall_s"]
-    total_s = validation_s + sum(sum(v) for v in per.values())
+    total_s = learning["validation_wall_s"] + sum(sum(v) for v in per.values())
     return total_s / 3600, {key: sum(v) / len(v) for key, v in per.items()}
 
 
 def page(out: Path, date: str, ablated: list[dict]) -> str:
     learning = json.loads((out / "learning.json").read_text())
-    total_h, per_episode = cpu_hours(out)
+    total_h, per_episode = cpu_hours(out, learning)
     by_case: dict[str, list[dict]] = defaultdict(list)
     for entry in learning["paired"]:
         by_case[entry["case"]].append(entry)
