@@ -38,7 +38,8 @@ def action_mask(config: EnvConfig, plans: Sequence[Sequence[Placement]], events_
     and, with ``preemption``, the jobs in the running slots (``running``, in slot order).
 
     A Start is legal iff its rule finds room for the job now, or, with ``backfill_assist``, iff its slot holds a
-    job. A Preempt is legal iff its running slot holds a job that the ``view`` says may be preempted now
+    job; with ``mask_aliases``, not when an earlier rule gives that job the same GPUs (the two actions would do the
+    same thing). A Preempt is legal iff its running slot holds a job that the ``view`` says may be preempted now
     (:meth:`~envs.sim.view.View.preempt_refusal`, the simulator's own rule: preemptible, scheduler up). Wait is
     legal when some event is still to come (``events_left``) and, with ``work_conserving``, no Start is legal; once
     the episode is ``done`` only Wait is marked, so that the mask is never empty.
@@ -46,7 +47,10 @@ def action_mask(config: EnvConfig, plans: Sequence[Sequence[Placement]], events_
     mask = np.zeros(config.n_actions, dtype=bool)
     for slot, plan in enumerate(plans):
         for rule, gpus in enumerate(plan):
-            mask[start_action(config, slot, rule)] = config.backfill_assist or gpus is not None
+            legal = config.backfill_assist or gpus is not None
+            if legal and config.mask_aliases and gpus is not None:
+                legal = not any(other is not None and np.array_equal(other, gpus) for other in plan[:rule])
+            mask[start_action(config, slot, rule)] = legal
     if config.preemption and running:
         assert view is not None, "running slots need the view"
         for slot, run in enumerate(running):

@@ -49,6 +49,8 @@ class EnvConfig:
     max_priority_obs: int = 4  # priority class that maps to 1.0
     ending_soon_obs_s: float = 3600.0  # horizon of the "ending_soon" feature (expected ends within it) [s]
     max_service_obs_gpu_s: float = 64 * 7 * 86400.0  # attained service that maps to 1.0 (log scale) [GPU-s]
+    planner_features: bool = False  # GPUs freeing within 15m/1h/4h, waiting gangs, broken nodes (planner_features.py)
+    mask_aliases: bool = False  # mask a Start whose rule gives the same GPUs as an earlier rule for that slot
 
     def __post_init__(self) -> None:
         if not isinstance(self.placement_rules, tuple):
@@ -82,8 +84,9 @@ class EnvConfig:
             raise ConfigError(f"env.train_fraction: must be in (0, 1), got {self.train_fraction!r}")
         if not self.max_overestimate >= 1:
             raise ConfigError(f"env.max_overestimate: must be >= 1, got {self.max_overestimate!r}")
-        if not isinstance(self.preemption, bool):
-            raise ConfigError(f"env.preemption: must be true or false, got {self.preemption!r}")
+        for key in ("preemption", "planner_features", "mask_aliases", "work_conserving", "backfill_assist"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"env.{key}: must be true or false, got {getattr(self, key)!r}")
         if not isinstance(self.scenario, str):
             raise ConfigError(f"env.scenario: must be a scenario name or a YAML path, got {self.scenario!r}")
         try:

@@ -22,6 +22,8 @@ from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.job import Job
 from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
 from envs.gymenv.config import EnvConfig
+from envs.gymenv.planner_features import (BREAK_FEATURE, GANG_FEATURES, HORIZON_FEATURES, breaks_nodes, gang_values,
+                                          horizon_columns)
 from envs.placement.basic import shape_key
 from envs.sim.state import RunningJob
 from envs.sim.view import PlacementRule, View
@@ -69,12 +71,18 @@ class ObservationEncoder:
         """The cluster columns: GROUP_FEATURES, then ``health`` when the scenario has failures."""
         self.job_features = JOB_FEATURES + ((QUOTA_FEATURE,) if cluster.governance.quotas.active else ())
         """The job columns: JOB_FEATURES, then ``quota_headroom`` when the cluster has quotas."""
+        planner = config.planner_features
+        self.group_features += HORIZON_FEATURES if planner else ()
+        self.placement_columns = PLACEMENT_FEATURES + ((BREAK_FEATURE,) if planner else ())
+        """The placement columns: PLACEMENT_FEATURES, then ``breaks_nodes`` with ``planner_features``."""
+        self.global_columns = GLOBAL_FEATURES + (GANG_FEATURES if planner else ())
+        """The global values: GLOBAL_FEATURES, then the gang classes with ``planner_features``."""
         k, p = config.slots, len(self.rules)
         boxes = {
             "jobs": spaces.Box(0.0, 1.0, (k, len(self.job_features)), np.float32),
-            "placements": spaces.Box(0.0, 1.0, (k, p, len(PLACEMENT_FEATURES)), np.float32),
+            "placements": spaces.Box(0.0, 1.0, (k, p, len(self.placement_columns)), np.float32),
             "cluster": spaces.Box(0.0, 1.0, (self.n_groups, len(self.group_features)), np.float32),
-            "global": spaces.Box(0.0, 1.0, (len(GLOBAL_FEATURES),), np.float32),
+            "global": spaces.Box(0.0, 1.0, (len(self.global_columns),), np.float32),
         }
         if config.preemption:
             boxes["running"] = spaces.Box(0.0, 1.0, (config.running_slots, len(RUNNING_FEATURES)), np.float32)
@@ -144,7 +152,7 @@ class ObservationEncoder:
         """The observation for ``slot_jobs`` (in slot order) and their ``plans``, from the view alone."""
         k, p = self.config.slots, len(self.rules)
         jobs = np.zeros((k, len(self.job_features)), dtype=np.float32)
-        placements = np.zeros((k, p, len(PLACEMENT_FEATURES)), dtype=np.float32)
+        placements = np.zeros((k, p, len(self.placement_columns)), dtype=np.float32)
         log_max_wait = math.log1p(self.config.max_wait_obs_s)
         now = view.time_s
         shared: dict[int, tuple] = {}  # per allocation (slots of one shape share them): what does not depend on the job
@@ -158,12 +166,12 @@ class ObservationEncoder:
                 row[12] = min(1.0, view.quota(job.team).headroom_gpus / self.cluster.n_gpus)
             for rule, gpus in enumerate(plan):
                 if gpus is not None:
-                    placements[slot, rule] = self._placement_features(view, job, gpus, shared)
+                    placements[slot, rule] = self.placement_row(view, job, gpus, shared)
         obs = {
             "jobs": jobs,
             "placements": placements,
-            "cluster": self._cluster_features(view),
-            "global": self._global_features(view),
+            "cluster": self.cluster_features(view),
+            "global": self.global_features(view),
         }
         if self.config.preemption:
             obs["running"] = self._running_features(view)
@@ -191,7 +199,8 @@ class ObservationEncoder:
                          since, min(1.0, max(0, job.priority) / c.max_priority_obs), float(job.preemptible))
         return out
 
-    def _placement_features(self, view: View, job: Job, gpus: np.ndarray, shared: dict[int, tuple]) -> list[float]:
+    def placement_row(self, view: View, job: Job, gpus: np.ndarray, shared: dict[int, tuple]) -> list[float]:
+        """The placement columns of starting ``job`` on ``gpus`` now (``shared``: what jobs of one shape share)."""
         c, model = self.cluster, self.runtime
         known = shared.get(id(gpus))
         if known is None:
@@ -210,12 +219,17 @@ class ObservationEncoder:
         speed = allocation_speed(c, job, nodes) / self.max_speed if model.use_speed else 1.0
         staging = float(model.use_staging and job.dataset_gib > 0
                         and not all(view.has_dataset(n, job.dataset_id) for n in nodes))
-        return [1.0, min(1.0, penalty), min(1.0, speed), len(nodes) / job.n_gpus, staging, left]
+        row = [1.0, min(1.0, penalty), min(1.0, speed), len(nodes) / job.n_gpus, staging, left]
+        if self.config.planner_features:
+            row.append(breaks_nodes(view, c, gpus, job.is_fractional))
+        return row
 
-    def _cluster_features(self, view: View) -> np.ndarray:
+    def cluster_features(self, view: View) -> np.ndarray:
+        """The ``cluster`` rows: one per node group, :attr:`group_features` columns."""
         free = view.node_free_gpus
         member = self._membership
         out = np.empty((self.n_groups, len(self.group_features)), dtype=np.float32)
+        base = len(GROUP_FEATURES)
         out[:, 0] = member @ free / self.group_gpus
         out[:, 1] = member @ (free == self.cluster.node_n_gpus) / self.group_nodes
         out[:, 2] = np.maximum.reduceat(free[self._by_group], self._group_starts) / self.group_node_size
@@ -223,15 +237,25 @@ class ObservationEncoder:
         out[:, 3] = np.divide(cpu, self.group_cpu, out=np.ones(self.n_groups), where=self.group_cpu > 0)
         out[:, 4] = self.group_speed
         out[:, 5] = self.group_gpus / self.cluster.n_gpus
-        if len(self.group_features) > len(GROUP_FEATURES):  # health: the share of the group's GPUs that are down
+        if HEALTH_FEATURE in self.group_features:  # health: the share of the group's GPUs that are down
             if view.down_gpus:
                 up = np.add.reduceat(view.gpu_up, self.cluster.node_first_gpu[:-1], dtype=np.float64)
-                out[:, 6] = 1.0 - member @ up / self.group_gpus
+                out[:, base] = 1.0 - member @ up / self.group_gpus
             else:
-                out[:, 6] = 0.0
+                out[:, base] = 0.0
+            base += 1
+        if self.config.planner_features:
+            out[:, base:] = horizon_columns(view, self.node_group, self.n_groups)
         return np.clip(out, 0.0, 1.0, out=out)
 
-    def _global_features(self, view: View) -> np.ndarray:
+    def global_features(self, view: View) -> np.ndarray:
+        """The ``global`` values, :attr:`global_columns` of them."""
+        c = self.config
+        if c.planner_features:
+            return np.concatenate([self._base_global(view), gang_values(view, c.max_queue_obs, c.max_wait_obs_s)])
+        return self._base_global(view)
+
+    def _base_global(self, view: View) -> np.ndarray:
         c = self.config
         n_pending = len(view.pending)
         capacity = self.cluster.n_gpus * MILLI_PER_GPU

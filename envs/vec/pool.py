@@ -47,6 +47,9 @@ def check_config(config: EnvConfig) -> None:
         raise ConfigError("env.preemption: the batched engine does not simulate preemption")
     if config.backfill_assist:
         raise ConfigError("env.backfill_assist: the batched engine does not simulate backfill_assist")
+    for key in ("planner_features", "mask_aliases"):
+        if getattr(config, key):
+            raise ConfigError(f"env.{key}: outside the batched engine's subset (the event env has it)")
     if config.dynamics.active:
         raise ConfigError(f"env.scenario: {config.scenario!r} has failures or outages, which the batched engine "
                           "does not simulate (use scenario: none)")
