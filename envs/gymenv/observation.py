@@ -22,8 +22,14 @@ from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.job import Job
 from envs.core.runtime import RuntimeConfig, allocation_speed, topology_level
 from envs.gymenv.config import EnvConfig
-from envs.gymenv.planner_features import (BREAK_FEATURE, GANG_FEATURES, HORIZON_FEATURES, breaks_nodes, gang_values,
-                                          horizon_columns)
+from envs.gymenv.planner_features import (
+    BREAK_FEATURE,
+    GANG_FEATURES,
+    HORIZON_FEATURES,
+    breaks_nodes,
+    gang_values,
+    horizon_columns,
+)
 from envs.placement.basic import shape_key
 from envs.sim.state import RunningJob
 from envs.sim.view import PlacementRule, View
