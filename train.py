@@ -148,12 +148,14 @@ def train(args: Args) -> int:
         config_path = args.run_dir / CONFIG_FILE
         if not config_path.is_file():
             raise ConfigError(f"--resume: {args.run_dir} has no {CONFIG_FILE} (not a train.py run folder)")
-        source = resume_source(args.run_dir)
     else:
         config_path = args.config
     config = apply_sets(read_experiment(config_path), args.set)  # a resumed run keeps its own settings
     if args.set:
         check_experiment(config, f"{config_path.name} with --set")
+    if config.get("recipe"):
+        return train_recipe_run(args, config)
+    source = resume_source(args.run_dir) if args.resume else None
     total = args.total_timesteps or int(config["total_timesteps"])
     engine = str(config.get("engine", "sb3"))
     settings = VecSettings.from_section(config.get("vec")) if engine == "vec" else None
@@ -226,6 +228,73 @@ def train(args: Args) -> int:
         print(f"train.py: error: the final evaluation failed (exit status {status}); the model is saved",
               file=sys.stderr)
     return status
+
+
+def train_recipe_run(args: Args, config: dict[str, Any]) -> int:
+    """A heuristic-selection recipe (``recipe:``): the world resolved from its learning-suite case (the candidates
+    ranked on the case's validation seeds unless listed), trained in the run folder, resumable."""
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    from agents.model_file import CONFIG_FILE
+    from agents.recipes import recipe_settings, train_recipe
+    from envs.core.files import write_text_atomically
+
+    recipe = str(config["recipe"])
+    settings = recipe_settings(recipe, config.get(recipe))
+    seed = int(config.get("seed", args.seed)) if args.resume else args.seed
+    torch.set_num_threads(args.threads or 1)
+    world = selection_world(config["world"])
+    resolved = {**config, "seed": seed, "device": "cpu",
+                "world": {**config["world"], "candidates": list(world.candidates), "train_seeds": list(world.train)}}
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = args.run_dir or ROOT / "runs" / f"{recipe}__{world.workload.split(':')[0]}__{seed}__{stamp}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(run_dir / CONFIG_FILE, yaml.safe_dump(resolved, sort_keys=False))
+    print(f"{recipe} on {config['world']['case']}: candidates {', '.join(world.candidates)} (the reference first); "
+          f"{len(world.train)} training seeds, {len(world.validation)} validation seeds; run folder {run_dir}")
+    writer = SummaryWriter(str(run_dir / "tb"))
+    t0 = time.perf_counter()
+    try:
+        result = train_recipe(recipe, settings, world, run_dir, seed, writer)
+    finally:
+        writer.close()
+    print(f"trained in {time.perf_counter() - t0:.0f} s; best validation mean wait "
+          f"{result['best_validation_ratio']:.3f} x the reference's; models: {run_dir / 'model.zip'}, {run_dir / BEST_MODEL}")
+    return 0
+
+
+def selection_world(section: dict[str, Any]) -> Any:
+    """The :class:`~agents.selection_training.World` of a recipe's ``world:`` section."""
+    from agents.selection_training import World
+    from evaluation.learning import CASES, STEADY_STATE
+
+    known = {case.name: case for case in CASES}
+    if section["case"] not in known:
+        raise ConfigError(f"world.case: unknown {section['case']!r} (known: {', '.join(known)})")
+    case = known[section["case"]]
+    candidates = section.get("candidates", 4)
+    if isinstance(candidates, int):
+        candidates = validation_ranking_of(case)[:candidates]
+    train = tuple(section.get("train_seeds") or case.train)
+    held_out = sorted(set(train) & (set(case.validation) | set(case.test)))
+    if held_out:
+        raise ConfigError(f"world.train_seeds: {held_out[:5]} are validation or test seeds of {case.name}")
+    return World(case.workload, case.cluster, case.load, tuple(candidates), train, case.validation,
+                 float(section.get("commit_s", 0.0)), case.window, STEADY_STATE)
+
+
+def validation_ranking_of(case: Any) -> list[str]:
+    """The learning suite's candidates ranked on ``case``'s validation seeds (best first), as evaluate.py ranks
+    them (one process; a few minutes per case on 2 cores)."""
+    from evaluation.learning import CANDIDATES, validation_ranking
+    from evaluation.runner import run
+
+    rows = [run(case.spec(policy, seed))[0] for policy in CANDIDATES for seed in case.validation]
+    ranking = validation_ranking(rows, [case], CANDIDATES)[case.name]
+    print(f"reference for {case.name}: {ranking[0]} (best of {len(CANDIDATES)} on {len(case.validation)} "
+          "validation seeds)")
+    return ranking
 
 
 def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int) -> Any:

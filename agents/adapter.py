@@ -18,7 +18,7 @@ from envs.gymenv.actions import PreemptSlot, action_mask, decode_action
 from envs.gymenv.observation import ObservationEncoder
 from envs.placement import PLACEMENT_RULES
 from envs.registration import PEER_ENV_ID
-from envs.sim import WAIT, Action, Preempt, Start, View
+from envs.sim import WAIT, Action, Policy, Preempt, Start, View
 
 
 class ModelPolicy:
@@ -73,10 +73,15 @@ class ModelPolicy:
         return Start(slot_jobs[slot].job_id, plans[slot][rule])
 
 
-def load(model_path: str | Path, device: str = "cpu") -> ModelPolicy:
-    """The model saved at ``model_path`` (``RUN/model.zip``), with the env config of its run folder."""
+def load(model_path: str | Path, device: str = "cpu") -> Policy:
+    """The model saved at ``model_path`` (``RUN/model.zip``), with the env config of its run folder: a selection
+    model of a recipe (:mod:`agents.selection_policy`) or a MaskablePPO model."""
     path = Path(model_path)
     run = run_config(path)
+    if run.get("recipe"):
+        from agents.selection_policy import SelectionModelPolicy
+
+        return SelectionModelPolicy(path)
     if run.get("env_id") == PEER_ENV_ID:
         raise ConfigError(f"model {path}: trained on {PEER_ENV_ID} (peer mode); run it as rls:{path} on an SWF trace")
     return ModelPolicy(path, run, device)

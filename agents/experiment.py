@@ -5,9 +5,12 @@ the default: SB3's MaskablePPO on ``n_envs`` event envs; ``vec``: the batched en
 :mod:`agents.ppo_torch`, set up by the ``vec`` section), and the sections ``ppo`` (MaskablePPO's settings and this
 project's ``hidden`` and ``learning_rate_end``; the same keys on both engines), ``train`` (periodic validation and
 checkpoints), ``pretrain`` (imitation warm start), ``vec`` (``num_envs``, ``workloads``) and ``eval`` (the final
-evaluation); a run folder's ``config.yaml`` also holds ``seed`` and ``device``. :func:`check_experiment` raises
-:class:`~envs.core.errors.ConfigError` naming the file and the key for an unknown key or a value of the wrong
-type, before anything is trained.
+evaluation). A heuristic-selection experiment (``env_id: gpusched/HeuristicSelect-v0``) names instead a ``recipe``
+(``rollout`` or ``group_ppo``, :mod:`agents.recipes`), its settings in the section of that name, and a ``world``
+(``case``: a learning-suite case; ``candidates``: a count, the best on the case's validation seeds, or a list, the
+reference first; ``commit_s``; ``train_seeds``). A run folder's ``config.yaml`` also holds ``seed`` and
+``device``. :func:`check_experiment` raises :class:`~envs.core.errors.ConfigError` naming the file and the key for
+an unknown key or a value of the wrong type, before anything is trained.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ _TEXT = ((lambda v: isinstance(v, str) and bool(v.strip())), "a non-empty string
 _MAPPING = ((lambda v: isinstance(v, Mapping)), "a mapping")
 _BOOL = ((lambda v: isinstance(v, bool)), "true or false")
 _SEEDS = _list_of(_integer(0))
+RECIPE_NAMES = ("rollout", "group_ppo")
+"""The heuristic-selection recipes (:mod:`agents.recipes`): rollout policy iteration, PPO with a group baseline."""
 ENGINES = ("sb3", "vec")
 """The training engines: SB3's MaskablePPO on event envs, or the batched engine (envs.vec) with agents.ppo_torch."""
 
@@ -56,6 +61,8 @@ TOP: dict[str, tuple[Check, str]] = {
     "ppo": _optional(_MAPPING), "train": _optional(_MAPPING), "pretrain": _optional(_MAPPING),
     "eval": _optional(_MAPPING), "seed": _integer(0), "device": _TEXT,
     "engine": ((lambda v: v in ENGINES), " or ".join(ENGINES)), "vec": _optional(_MAPPING),
+    "recipe": ((lambda v: v in RECIPE_NAMES), " or ".join(RECIPE_NAMES)), "world": _MAPPING,
+    "rollout": _optional(_MAPPING), "group_ppo": _optional(_MAPPING),
 }
 TRAIN: dict[str, tuple[Check, str]] = {
     "eval_every_steps": _integer(0), "eval_seeds": _SEEDS, "eval_env": _optional(_MAPPING),
@@ -70,8 +77,15 @@ EVAL: dict[str, tuple[Check, str]] = {
     "starts": _SEEDS, "length": _integer(1), "decode": _list_of(_TEXT),
 }
 VEC: dict[str, tuple[Check, str]] = {"num_envs": _integer(1), "workloads": _integer(1)}
+WORLD: dict[str, tuple[Check, str]] = {
+    "case": _TEXT, "commit_s": ((lambda v: _number()[0](v) and v >= 0), "a number >= 0"), "train_seeds": _SEEDS,
+    "candidates": ((lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 2)
+                    or (isinstance(v, list) and len(v) >= 2 and all(_TEXT[0](x) for x in v))),
+                   "an integer >= 2 (the best on validation) or a list of at least 2 policy names"),
+}
+"""The ``world:`` section of a recipe: a learning-suite case, its candidates (the reference first), commit_s."""
 """The ``vec:`` section (:class:`agents.ppo_torch.VecSettings`)."""
-SECTIONS = {"train": TRAIN, "pretrain": PRETRAIN, "eval": EVAL, "vec": VEC}
+SECTIONS = {"train": TRAIN, "pretrain": PRETRAIN, "eval": EVAL, "vec": VEC, "world": WORLD}
 
 
 def _ppo_checks() -> dict[str, tuple[Check, str]]:
@@ -110,9 +124,23 @@ def check_experiment(config: Any, where: str) -> None:
     """Raise :class:`ConfigError` ``{where}: KEY: ...`` for an unknown key or a wrong type anywhere in ``config``
     (the ``env`` section is checked by the env itself, when it is built)."""
     _check_keys(config, TOP, f"{where}: ")
-    for key in ("env_id", "total_timesteps"):
+    for key in ("env_id", "world") if config.get("recipe") else ("env_id", "total_timesteps"):
         if key not in config:
             raise ConfigError(f"{where}: {key}: missing")
+    if config.get("recipe"):
+        from agents.selection_env import SELECT_ENV_ID
+
+        if config["env_id"] != SELECT_ENV_ID:
+            raise ConfigError(f"{where}: env_id: a recipe trains on {SELECT_ENV_ID}, got {config['env_id']!r}")
+        if "case" not in config["world"]:
+            raise ConfigError(f"{where}: world.case: missing (a learning-suite case, e.g. whole-gpu@1.5)")
+        others = sorted(set(config) & {"ppo", "pretrain", "vec", "eval", "train", "engine", "n_envs",
+                                       "total_timesteps"})
+        if others:
+            raise ConfigError(f"{where}: {others[0]}: not used by recipe {config['recipe']!r} (its sections: world, "
+                              f"{config['recipe']})")
+    elif config.get("world") or config.get("rollout") or config.get("group_ppo"):
+        raise ConfigError(f"{where}: world, rollout and group_ppo apply only with a recipe")
     if config.get("ppo"):
         _check_keys(config["ppo"], _ppo_checks(), f"{where}: ppo.")
     for name, checks in SECTIONS.items():

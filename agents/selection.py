@@ -50,6 +50,11 @@ def alias_of(proposals: Sequence[Action]) -> list[int]:
     return first
 
 
+def alias_mask(proposals: Sequence[Action]) -> np.ndarray:
+    """The choices to offer: the first candidate of each group proposing the same action."""
+    return np.array([a == i for i, a in enumerate(alias_of(proposals))], dtype=bool)
+
+
 class Selection:
     """Candidate heuristics and the commitment to the last choice (module docstring)."""
 

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from agents.selection import DEFAULT_CANDIDATES, Selection, alias_of
+from agents.selection import DEFAULT_CANDIDATES, Selection, alias_mask, alias_of
 from baselines import make
 from envs.core.errors import ConfigError, action_index
 from envs.core.metrics import summarize
@@ -149,7 +149,7 @@ class HeuristicSelectionEnv(gym.Env):
         self.selection.reset()
         self._pending_s = self._sim.pending_job_s  # the wait before the first choice counts in the first reward
         self._advance()
-        return self._obs(), {"time_s": self._sim.time_s}
+        return self.observe(), {"time_s": self._sim.time_s}
 
     def step(self, action: int):
         sim = self._require_sim()
@@ -166,14 +166,13 @@ class HeuristicSelectionEnv(gym.Env):
         if sim.done:
             info["episode_metrics"] = summarize(sim.log())
             info["contested"] = self.selection.contested
-        return self._obs(), float(reward), sim.done, False, info
+        return self.observe(), float(reward), sim.done, False, info
 
     def action_masks(self) -> np.ndarray:
         """The first candidate of each group proposing the same action (all of them at the end)."""
         if not self._proposals:
             return np.ones(len(self.selection.names), dtype=bool)
-        aliases = alias_of(self._proposals)
-        return np.array([a == i for i, a in enumerate(aliases)])
+        return alias_mask(self._proposals)
 
     @property
     def view(self) -> View:
@@ -201,7 +200,8 @@ class HeuristicSelectionEnv(gym.Env):
                 return
             apply_action(sim, action)
 
-    def _obs(self) -> dict[str, np.ndarray]:
+    def observe(self) -> dict[str, np.ndarray]:
+        """The observation at the current decision."""
         return self._encoder.encode(self._require_sim().view, self._proposals)
 
     def _require_sim(self) -> Simulator:

@@ -285,30 +285,34 @@ class Planner:
         return order[int(np.argmin(mean))]  # argmin takes the first of equal means: the base
 
     def draw_future(self, view: View, rng: np.random.Generator) -> Future:
-        """One resampled future at this instant: arrivals spliced from training streams, runtimes of the known
-        jobs drawn from their requests (what a scheduler knows); the true ones for what ``know`` names."""
+        """One resampled future at this instant (:func:`draw_future`), keeping the true parts ``know`` names."""
         assert self._futures is not None
-        now = view.time_s
-        ended = view.ended_since(0)
-        known_ids = [*view.pending, *view.running, *(r.job.job_id for r in ended)]
-        first_id = max(known_ids, default=-1) + 1
-        know = self.spec.know
-        arrivals = None if "arrivals" in know else \
-            self._futures.arrivals(now, view.arrivals_left, now + self.spec.horizon_s, first_id, rng)
-        runtimes: dict[int, float] = {}
-        if "runtimes" not in know:
-            runtimes = {job_id: self._futures.runtime_s(job, self._done_work_s(view, job_id), rng)
-                        for job_id, job in view.pending.items()}
-            for job_id, running in view.running.items():
-                elapsed_s = now - running.start_time_s
-                runtimes[job_id] = self._futures.runtime_s(running.job,
-                                                           self._done_work_s(view, job_id) + elapsed_s, rng)
-        return Future(arrivals, runtimes)
+        return draw_future(view, self._futures, self.spec.horizon_s, rng, self.spec.know)
 
-    @staticmethod
-    def _done_work_s(view: View, job_id: int) -> float:
-        history = view.history.get(job_id)
-        return history.done_work_s if history is not None else 0.0
+
+def draw_future(view: View, model: FutureModel, horizon_s: float, rng: np.random.Generator,
+                know: frozenset[str] = frozenset()) -> Future:
+    """One resampled future at ``view``'s instant: arrivals spliced from ``model``'s training streams up to
+    ``horizon_s`` [s] ahead, runtimes of the jobs pending or running drawn from what their requests say (what a
+    scheduler knows); the true ones for what ``know`` names (``arrivals``, ``runtimes``)."""
+    now = view.time_s
+    ended = view.ended_since(0)
+    known_ids = [*view.pending, *view.running, *(r.job.job_id for r in ended)]
+    first_id = max(known_ids, default=-1) + 1
+    arrivals = None if "arrivals" in know else model.arrivals(now, view.arrivals_left, now + horizon_s, first_id, rng)
+    runtimes: dict[int, float] = {}
+    if "runtimes" not in know:
+        runtimes = {job_id: model.runtime_s(job, _done_work_s(view, job_id), rng)
+                    for job_id, job in view.pending.items()}
+        for job_id, running in view.running.items():
+            elapsed_s = now - running.start_time_s
+            runtimes[job_id] = model.runtime_s(running.job, _done_work_s(view, job_id) + elapsed_s, rng)
+    return Future(arrivals, runtimes)
+
+
+def _done_work_s(view: View, job_id: int) -> float:
+    history = view.history.get(job_id)
+    return history.done_work_s if history is not None else 0.0
 
 
 def planner_policy(name: str, make_policy: Callable[[str], Policy], futures: FutureModel | None = None) -> Planner:

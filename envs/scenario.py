@@ -203,3 +203,14 @@ def scenario(workload: str, cluster: str | None = None, seed: int = 0, load: flo
         assert world.synthetic is not None
         jobs = generate(world.synthetic, seed=seed, capacity_gpus=world.cluster.n_gpus)
     return Scenario(world.cluster, jobs, world.runtime, dataclasses.replace(world.dynamics, seed=seed))
+
+
+def training_streams(workload: str, cluster: str | None, load: float, train: tuple[int, ...],
+                     window_jobs: int | None = None) -> list[Workload]:
+    """The workloads of a world's training range: the synthetic ``workload`` drawn with each seed of ``train``, or
+    the trace's windows of ``window_jobs`` jobs starting at each job index of ``train``."""
+    if trace_spec(workload) is None:
+        return [scenario(workload, cluster, seed, load).workload for seed in train]
+    if window_jobs is None:
+        raise ConfigError(f"training streams of trace {workload!r} need a window length")
+    return [scenario(workload, cluster, 0, load, (start, window_jobs)).workload for start in train]

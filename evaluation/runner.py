@@ -27,7 +27,7 @@ from envs.core.metrics import WHOLE_RUN, window_fractions, window_records
 from envs.peer.engine import run_sequence
 from envs.peer.joblog import peer_log
 from envs.peer.swf import PeerTrace, peer_trace_once
-from envs.scenario import plan, scenario, trace_spec
+from envs.scenario import plan, scenario, trace_spec, training_streams
 from envs.sim import Action, Policy, View, simulate
 from envs.workload.futures import FutureModel
 
@@ -168,14 +168,14 @@ def _future_model(workload: str, cluster: str | None, load: float, window: tuple
     process: the synthetic workload drawn with each training seed, or the trace's windows starting at each
     training start (as long as the run's window)."""
     if trace_spec(workload) is None:
-        return FutureModel([scenario(workload, cluster, s, load).workload for s in train or DEFAULT_TRAIN_SEEDS])
+        return FutureModel(training_streams(workload, cluster, load, train or DEFAULT_TRAIN_SEEDS))
     if not train or window is None:
         raise ConfigError(f"a lookahead planner on trace {workload!r} needs a window and training windows' first "
                           "jobs (--train-seeds, or a suite's training range)")
     overlap = [s for s in train if s < window[0] + window[1] and window[0] < s + window[1]]
     if overlap:
         raise ConfigError(f"training windows starting at {overlap} overlap the evaluated window {window}")
-    return FutureModel([scenario(workload, cluster, 0, load, (s, window[1])).workload for s in train])
+    return FutureModel(training_streams(workload, cluster, load, train, window[1]))
 
 
 def _peer_window(spec: RunSpec) -> tuple[str, PeerTrace, Any]:

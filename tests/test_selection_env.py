@@ -29,7 +29,7 @@ def test_a_constant_choice_replays_that_heuristic_exactly(k, commit_s):
     env.reset(seed=11)
     total, terminated, steps = 0.0, False, 0
     while not terminated:
-        assert env.observation_space.contains(env._obs())
+        assert env.observation_space.contains(env.observe())
         _, reward, terminated, _, info = env.step(k)
         total += reward
         steps += 1
