@@ -260,7 +260,8 @@ def train_recipe_run(args: Args, config: dict[str, Any]) -> int:
     finally:
         writer.close()
     print(f"trained in {time.perf_counter() - t0:.0f} s; best validation mean wait "
-          f"{result['best_validation_ratio']:.3f} x the reference's; models: {run_dir / 'model.zip'}, {run_dir / BEST_MODEL}")
+          f"{result['best_validation_ratio']:.3f} x the reference's; models: {run_dir / 'model.zip'}, "
+          f"{run_dir / BEST_MODEL}")
     return 0
 
 
