@@ -14,7 +14,9 @@ burn-in, ``target_kl`` and an entropy bonus where the agent has a choice.
   explained variance is logged every iteration.
 - **Updates**: clipped PPO with an early stop once the approximate KL exceeds ``target_kl``; the entropy bonus
   applies at every decision of this env, each of which is contested (uncontested ones never reach the agent).
-- **Warm start**: imitation of the reference (candidate 0) on its own episodes, ``imitation_epochs`` passes.
+- **Warm start**: imitation of the reference (candidate 0) on its own episodes, ``imitation_epochs`` passes,
+  towards 1 − ``imitation_smoothing`` on the reference and the rest spread over the other offered candidates, so
+  that the first samples explore around the reference instead of replaying it.
 
 Each iteration's state is saved atomically (``checkpoint.pt``); a killed run resumes where it stopped.
 """
@@ -69,6 +71,7 @@ class GroupPPOSettings:
     burn_in_max: int = 5  # iterations [count]
     imitation_episodes: int = 2
     imitation_epochs: int = 20
+    imitation_smoothing: float = 0.2  # the warm start's target: 1 − this on the reference, the rest spread
     validate_every: int = 2  # iterations [count]
     hidden: int = 64
 
@@ -87,6 +90,8 @@ class GroupPPOSettings:
         for key in ("half_life_s", "clip_range", "target_kl", "learning_rate"):
             if not getattr(self, key) > 0 or math.isinf(getattr(self, key)):
                 raise ConfigError(f"group_ppo.{key}: must be a finite number > 0, got {getattr(self, key)!r}")
+        if not 0 <= self.imitation_smoothing < 1:
+            raise ConfigError(f"group_ppo.imitation_smoothing: must be in [0, 1), got {self.imitation_smoothing!r}")
         if not 0 <= self.gae_lambda <= 1:
             raise ConfigError(f"group_ppo.gae_lambda: must be in [0, 1], got {self.gae_lambda!r}")
 
@@ -156,19 +161,24 @@ def _sampler(net: SelectionNet, rng: np.random.Generator, record: list[tuple[flo
 
 
 def imitate_reference(net: SelectionNet, world: World, settings: GroupPPOSettings, seed: int) -> float:
-    """Warm start: cross-entropy towards candidate 0 on the reference's own episodes; the final agreement."""
+    """Warm start: cross-entropy towards candidate 0 (smoothed over the other offered candidates) on the
+    reference's own episodes; the final agreement (the share of decisions where candidate 0 is the most probable)."""
     env = world.env()
     steps: list[Step] = []
     for e in range(settings.imitation_episodes):
         steps += play(env, world.episode(world.train[e % len(world.train)]), lambda obs, mask: 0)[0]
     obs, mask = batch([s.obs for s in steps], [s.mask for s in steps])
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
-    target = torch.zeros(len(steps), dtype=torch.long)
+    others = mask.float()
+    others[:, 0] = 0.0
+    spread = others / others.sum(1, keepdim=True).clamp(min=1.0)
+    target = settings.imitation_smoothing * spread
+    target[:, 0] = 1.0 - target[:, 1:].sum(1)
     rng = np.random.default_rng((seed, 1))
     for _ in range(settings.imitation_epochs):
         for idx in torch.as_tensor(rng.permutation(len(steps))).split(settings.batch_size):
             logits, _ = net({k: obs[k][idx] for k in OBS_KEYS}, mask[idx])
-            loss = F.cross_entropy(logits, target[idx])
+            loss = -(target[idx] * F.log_softmax(logits, 1).clamp(min=-1e4)).sum(1).mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

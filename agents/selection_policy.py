@@ -11,6 +11,7 @@ the policy as it was. A model file (``model.zip``, written by :func:`save_model`
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -98,7 +99,7 @@ def load_model(path: str | Path) -> tuple[SelectionNet, dict[str, Any]]:
         net = SelectionNet(**saved["dims"])
         net.load_state_dict(saved["state"])
         meta = dict(saved["meta"])
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError) as exc:
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError) as exc:
         raise ConfigError(f"model {path}: not a selection model ({' '.join(str(exc).split())[:200]})") from exc
     net.eval()
     return net, meta

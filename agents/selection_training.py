@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -179,7 +180,7 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
         return None
     try:
         return torch.load(path, map_location="cpu", weights_only=True)  # tensors and plain values: runs no code
-    except (OSError, RuntimeError, EOFError, ValueError) as exc:
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as exc:
         raise ConfigError(f"{path}: unreadable checkpoint ({' '.join(str(exc).split())[:200]})") from exc
 
 
