@@ -72,12 +72,15 @@ def test_cost_sensitive_targets_by_hand():
     costs = torch.tensor([[10.0, 12.0, 10.0], [5.0, 5.0, 9.0]])
     mask = torch.tensor([[True, True, False], [True, True, True]])
     got = targets(costs, mask, tau=1.0)
-    # spreads: state 0 std(10, 12) = 1; state 1 std(5, 5, 9) = 1.886; scale = their mean
+    # spreads: state 0 std(10, 12) = 1; state 1 std(5, 5, 9) = 1.886; scale = their mean (both have two or more)
     scale = (1.0 + float(torch.tensor([5.0, 5.0, 9.0]).std(unbiased=False))) / 2
     first = torch.softmax(torch.tensor([0.0, -2.0 / scale]), 0)
     assert got[0].tolist() == pytest.approx([*first.tolist(), 0.0])
     second = torch.softmax(torch.tensor([0.0, 0.0, -4.0 / scale]), 0)
     assert got[1].tolist() == pytest.approx(second.tolist())
+    # only the reference eligible (no candidate significantly better): all the mass on it, whatever the costs
+    alone = targets(torch.tensor([[10.0, 1.0, 1.0]]), torch.tensor([[True, False, False]]), tau=1.0)
+    assert alone.tolist() == [[1.0, 0.0, 0.0]]
 
 
 def test_every_episode_of_a_group_replays_the_same_workload(monkeypatch):
