@@ -325,7 +325,8 @@ def make_batched(env_config: Any, settings: Any, device: str, seed: int, steps: 
 
 
 def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int, progress: bool = False) -> None:
-    """Warm start by imitation of the heuristic ``spec["teacher"]`` (an ``rls:`` order on the peer-mode env) on
+    """Warm start by imitation of the heuristic ``spec["teacher"]`` (an ``rls:`` order on the peer-mode env;
+    ``reference:CASE``: the learning suite's reference of CASE, the best heuristic on its validation seeds) on
     ``spec["episodes"]`` episodes (reset seeds 10^6 + 1000 seed + i, never an evaluation seed), ``spec["epochs"]``
     passes at Adam rate ``spec["learning_rate"]``, then ``spec["dagger_rounds"]`` DAgger rounds of as many
     episodes each (the policy drives, the teacher labels); ``progress``: bars on stderr."""
@@ -333,11 +334,30 @@ def _pretrain(spec: dict[str, Any], model: Any, env: Any, seed: int, progress: b
 
     n, rounds = int(spec.get("episodes", 4)), int(spec.get("dagger_rounds", 0))
     seeds = [1_000_000 + 1000 * seed + i for i in range(n * (rounds + 1))]
-    stats = pretrain(model, env, make_teacher(env, str(spec["teacher"])), seeds[:n], int(spec.get("epochs", 10)),
+    teacher = resolve_teacher(str(spec["teacher"]))
+    stats = pretrain(model, env, make_teacher(env, teacher), seeds[:n], int(spec.get("epochs", 10)),
                      seed=seed, learning_rate=float(spec.get("learning_rate", 3e-4)),
                      dagger_seeds=[seeds[n * r : n * (r + 1)] for r in range(1, rounds + 1)], progress=progress)
-    print(f"pretrained by imitation of {spec['teacher']} ({rounds} DAgger rounds): {stats['decisions']:,} "
-          f"decisions, loss {stats['loss']:.3f}, agreement {stats['agreement']:.1%}")
+    print(f"pretrained by imitation of {teacher} ({rounds} DAgger rounds): {stats['decisions']:,} decisions, loss "
+          f"{stats['loss']:.3f}, agreement {stats['agreement']:.1%} ({stats['agreement_contested']:.1%} on the "
+          f"{stats['contested_share']:.0%} of decisions between jobs, {stats['agreement_uncontested']:.1%} on the "
+          "others)")
+
+
+REFERENCE_PREFIX = "reference:"
+
+
+def resolve_teacher(name: str) -> str:
+    """A teacher's heuristic: ``name`` itself, or for ``reference:CASE`` the learning suite's reference of CASE."""
+    if not name.startswith(REFERENCE_PREFIX):
+        return name
+    from evaluation.learning import CASES
+
+    known = {case.name: case for case in CASES}
+    case = name[len(REFERENCE_PREFIX):]
+    if case not in known:
+        raise ConfigError(f"pretrain.teacher: unknown case {case!r} in {name!r} (known: {', '.join(known)})")
+    return validation_ranking_of(known[case])[0]
 
 
 def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any], run_dir: Path,

@@ -123,7 +123,9 @@ def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epoch
     ``dagger_seeds`` is one DAgger round: episodes driven by the policy (deterministic, masked), labelled by the
     teacher, added to the data, which is refitted for ``epochs`` passes. Returns the final loss and the share of
     the last round's decisions where the policy's most likely action starts the teacher's job (rules that find the
-    same GPUs look alike to the network, so agreement is counted per job, not per rule). ``progress``: bars on
+    same GPUs look alike to the network, so agreement is counted per job, not per rule), overall and
+    separately over the contested decisions (a choice between jobs, :func:`contested_decisions`) and the
+    others. ``progress``: bars on
     stderr over the episodes and the fitting passes."""
     policy, device = model.policy, model.device
     rules = policy.mlp_extractor.rules  # placement rules per slot (P)
@@ -146,14 +148,27 @@ def pretrain(model: Any, env: gym.Env, teacher: Teacher, seeds: list[int], epoch
                     *(np.concatenate([a, b]) for a, b in zip(data[1:], more[1:], strict=True)))
         loss = _fit(model, data, epochs, batch_size, rng, progress)
     obs, masks, actions, _ = data
-    agree = 0
+    agree = np.zeros(newest, dtype=bool)
+    first = len(actions) - newest
     with torch.no_grad():
-        for start in range(len(actions) - newest, len(actions), batch_size):
+        for start in range(first, len(actions), batch_size):
             idx = np.arange(start, min(start + batch_size, len(actions)))
             chosen = policy.get_distribution(_rows(obs, idx, device), masks[idx]).distribution.probs.argmax(1)
             chosen = chosen.cpu().numpy()
-            agree += int((chosen // rules == actions[idx] // rules).sum())
-    return {"loss": loss, "agreement": agree / newest, "decisions": len(actions)}
+            agree[idx - first] = chosen // rules == actions[idx] // rules
+    contested = contested_decisions(masks[first:], env.unwrapped.config.slots * rules, rules)
+    return {"loss": loss, "agreement": float(agree.mean()), "decisions": len(actions),
+            "contested_share": float(contested.mean()),
+            "agreement_contested": float(agree[contested].mean()) if contested.any() else float("nan"),
+            "agreement_uncontested": float(agree[~contested].mean()) if (~contested).any() else float("nan")}
+
+
+def contested_decisions(masks: np.ndarray, n_starts: int, rules: int) -> np.ndarray:
+    """Per decision (rows of action ``masks`` whose first ``n_starts`` are Starts, ``rules`` placement rules per
+    slot), whether it is a choice between jobs: two or more slots with a legal start, or one and another legal
+    action (Wait, a Preempt). Decisions with one legal job differ at most in placement."""
+    slots = masks[:, :n_starts].reshape(len(masks), -1, rules).any(2).sum(1)
+    return slots + masks[:, n_starts:].any(1) >= 2
 
 
 def _fit(model: Any, data: tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray], epochs: int,

@@ -151,6 +151,31 @@ def test_imitation_warm_start_fits_the_teacher_on_unseen_episodes():
     assert same / total > 0.8
 
 
+def test_contested_decisions_are_choices_between_jobs():
+    from agents.imitation import contested_decisions
+
+    # two slots x two rules, then Wait
+    masks = np.array([[1, 1, 0, 0, 0],   # one job, two rules: a placement choice only
+                      [1, 0, 0, 1, 0],   # two jobs
+                      [0, 1, 0, 0, 1],   # one job or Wait
+                      [0, 0, 0, 0, 1]], dtype=bool)  # Wait alone
+    assert contested_decisions(masks, n_starts=4, rules=2).tolist() == [False, True, True, False]
+
+
+def test_imitation_reports_agreement_per_decision_type():
+    from agents.imitation import HeuristicTeacher, pretrain
+
+    env = gym.make("gpusched/GPUCluster-Tiny-v0", work_conserving=True, episode_jobs=64)
+    model = MaskablePPO(SlotPolicy, env, n_steps=64, batch_size=32, seed=0, device="cpu",
+                        policy_kwargs={"hidden": 16})
+    stats = pretrain(model, env, HeuristicTeacher("saf+greedy/pack"), list(range(4)), epochs=5, batch_size=64)
+    share = stats["contested_share"]
+    assert 0 < share < 1
+    mixed = share * stats["agreement_contested"] + (1 - share) * stats["agreement_uncontested"]
+    assert stats["agreement"] == pytest.approx(mixed)
+    assert stats["agreement_uncontested"] == 1.0  # one legal job: every start of it is the teacher's job
+
+
 def test_dagger_episodes_follow_the_actor_and_carry_the_teachers_labels():
     from agents.imitation import HeuristicTeacher, demonstrations, pretrain
 
@@ -189,3 +214,11 @@ def test_set_overrides_env_settings_and_dotted_config_paths():
     assert config == {"env": {"slots": 4}, "ppo": {"n_steps": 64}}  # the loaded config is left as it was
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         apply_sets(config, ["novalue"])
+
+
+def test_the_teacher_can_be_a_learning_suite_reference():
+    from train import resolve_teacher
+
+    assert resolve_teacher("saf+greedy/pack") == "saf+greedy/pack"
+    with pytest.raises(ConfigError, match="unknown case 'nope'"):
+        resolve_teacher("reference:nope")
