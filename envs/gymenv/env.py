@@ -61,8 +61,9 @@ class GPUClusterEnv(gym.Env):
     the env itself) marks the feasible actions: a Start is legal iff its slot holds a job and the rule finds room
     for it now (with ``backfill_assist``, iff its slot holds a job: starting a job that does not fit reserves it at
     its earliest start and lets EASY backfilling start every queued job that does not delay it, then waits for the
-    next event); a Preempt is legal iff its running slot holds a job the simulator may preempt now (preemptible,
-    scheduler up); Wait is masked out when no event is left (nothing running, no future arrival, nothing to
+    next event), and, with ``mask_aliases``, iff no earlier rule gives that job the same GPUs (two such actions do
+    the same thing; in a third of the default env's decisions all rules agree); a Preempt is legal iff its running
+    slot holds a job the simulator may preempt now (preemptible, scheduler up); Wait is masked out when no event is left (nothing running, no future arrival, nothing to
     repair), so an episode cannot stall, and, with ``work_conserving``, whenever some Start is legal. A masked
     action changes nothing: the step returns the same observation, reward 0 and ``info["refused"]`` with the
     reason (so random-action checkers run; agents should use the mask); so does an integer outside the space. An
@@ -92,6 +93,7 @@ class GPUClusterEnv(gym.Env):
     | | | nodes_per_gpu | nodes used / GPUs used |
     | | | staging | 1 if the dataset must be staged to some node of the allocation |
     | | | free_left_on_nodes | whole GPUs left free on the chosen nodes / their GPUs |
+    | | | breaks_nodes | nodes entirely free now that the start leaves partly free / nodes used (planner) |
     | cluster | (groups, 6 or 7) | free_gpus | free GPUs / GPUs of the node group (same type, size, rack) |
     | | | free_nodes | entirely free nodes / nodes of the group |
     | | | largest_free_share | most free GPUs on one node of the group / node size |
@@ -99,12 +101,15 @@ class GPUClusterEnv(gym.Env):
     | | | speed | speed factor of the group's type / fastest type |
     | | | size | GPUs of the group / GPUs of the cluster |
     | | | health | failed GPUs of the group / its GPUs (only when the scenario has failures: 7 columns) |
+    | | | free_within_15m, _1h, _4h | (free GPU share + that of running jobs expected to end by then) / group GPUs (planner) |
+    | | | partial_nodes | nodes with some but not all GPUs free / nodes of the group (planner) |
     | global | (6,) | time_of_day | (now mod 1 day) / 1 day |
     | | | queue_beyond_window | max(0, pending − K) / max_queue_obs, clipped |
     | | | queue | pending / max_queue_obs, clipped |
     | | | utilization | allocated GPU share / cluster GPUs |
     | | | ending_soon | GPU share of running jobs expected (by requested time) to end within ending_soon_obs_s |
     | | | running | running jobs / max_queue_obs, clipped |
+    | | | gangs_C, oldest_C | per gang size class C: pending jobs / max_queue_obs; log(1 + oldest's age) / log(1 + max_wait_obs_s) (planner) |
     | running | (R, 7) | present | 1 if the running slot holds a job (key present only with ``preemption``) |
     | | | gpus | log(1 + GPUs) / log(1 + cluster GPUs) |
     | | | elapsed | log(1 + now − start of the current run) / log(1 + max_wait_obs_s), clipped |
@@ -117,6 +122,11 @@ class GPUClusterEnv(gym.Env):
     what a preemption now would lose, as a share of the checkpoint interval (all of the run for a job that never
     checkpoints). Dataset staging, which the view does not show, counts as computing. ``max_service_obs_gpu_s``
     defaults to 64 GPUs for a week.
+
+    The columns marked (planner) appear only with ``planner_features`` (:mod:`envs.gymenv.planner_features`),
+    after the others: ``breaks_nodes`` as a 7th placement column, the four horizon columns after the cluster
+    columns, ten gang values after the global ones. Expected ends use requested times; the gang size classes are
+    1, 2, 3-4, 5-8 and more than 8 GPUs (C = 1, 2, 3to4, 5to8, over8).
 
     ## Rewards
     A weighted sum of named terms, each reported unweighted in ``info["reward_terms"]`` (weights:
