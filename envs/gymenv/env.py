@@ -63,8 +63,8 @@ class GPUClusterEnv(gym.Env):
     its earliest start and lets EASY backfilling start every queued job that does not delay it, then waits for the
     next event), and, with ``mask_aliases``, iff no earlier rule gives that job the same GPUs (two such actions do
     the same thing; in a third of the default env's decisions all rules agree); a Preempt is legal iff its running
-    slot holds a job the simulator may preempt now (preemptible, scheduler up); Wait is masked out when no event is left (nothing running, no future arrival, nothing to
-    repair), so an episode cannot stall, and, with ``work_conserving``, whenever some Start is legal. A masked
+    slot holds a job the simulator may preempt now (preemptible, scheduler up); Wait is masked out when no event
+    is left (nothing running, no future arrival, nothing to repair), so an episode cannot stall, and, with ``work_conserving``, whenever some Start is legal. A masked
     action changes nothing: the step returns the same observation, reward 0 and ``info["refused"]`` with the
     reason (so random-action checkers run; agents should use the mask); so does an integer outside the space. An
     action that is not one integer (a float, a bool, a string, None, an array) raises ``TypeError``.
@@ -101,7 +101,7 @@ class GPUClusterEnv(gym.Env):
     | | | speed | speed factor of the group's type / fastest type |
     | | | size | GPUs of the group / GPUs of the cluster |
     | | | health | failed GPUs of the group / its GPUs (only when the scenario has failures: 7 columns) |
-    | | | free_within_15m, _1h, _4h | (free GPU share + that of running jobs expected to end by then) / group GPUs (planner) |
+    | | | free_within_H | (free GPU share + that of jobs expected to end within H) / group GPUs (planner) |
     | | | partial_nodes | nodes with some but not all GPUs free / nodes of the group (planner) |
     | global | (6,) | time_of_day | (now mod 1 day) / 1 day |
     | | | queue_beyond_window | max(0, pending − K) / max_queue_obs, clipped |
@@ -109,7 +109,7 @@ class GPUClusterEnv(gym.Env):
     | | | utilization | allocated GPU share / cluster GPUs |
     | | | ending_soon | GPU share of running jobs expected (by requested time) to end within ending_soon_obs_s |
     | | | running | running jobs / max_queue_obs, clipped |
-    | | | gangs_C, oldest_C | per gang size class C: pending jobs / max_queue_obs; log(1 + oldest's age) / log(1 + max_wait_obs_s) (planner) |
+    | | | gangs_C, oldest_C | per gang size class C: pending jobs / max_queue_obs; oldest's wait as ``wait`` (planner) |
     | running | (R, 7) | present | 1 if the running slot holds a job (key present only with ``preemption``) |
     | | | gpus | log(1 + GPUs) / log(1 + cluster GPUs) |
     | | | elapsed | log(1 + now − start of the current run) / log(1 + max_wait_obs_s), clipped |
@@ -125,8 +125,8 @@ class GPUClusterEnv(gym.Env):
 
     The columns marked (planner) appear only with ``planner_features`` (:mod:`envs.gymenv.planner_features`),
     after the others: ``breaks_nodes`` as a 7th placement column, the four horizon columns after the cluster
-    columns, ten gang values after the global ones. Expected ends use requested times; the gang size classes are
-    1, 2, 3-4, 5-8 and more than 8 GPUs (C = 1, 2, 3to4, 5to8, over8).
+    columns, ten gang values after the global ones. Expected ends use requested times; H is 15m, 1h or 4h; the gang
+    size classes are 1, 2, 3-4, 5-8 and more than 8 GPUs (C = 1, 2, 3to4, 5to8, over8).
 
     ## Rewards
     A weighted sum of named terms, each reported unweighted in ``info["reward_terms"]`` (weights:
