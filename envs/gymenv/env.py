@@ -64,10 +64,11 @@ class GPUClusterEnv(gym.Env):
     next event), and, with ``mask_aliases``, iff no earlier rule gives that job the same GPUs (two such actions do
     the same thing; in a third of the default env's decisions all rules agree); a Preempt is legal iff its running
     slot holds a job the simulator may preempt now (preemptible, scheduler up); Wait is masked out when no event
-    is left (nothing running, no future arrival, nothing to repair), so an episode cannot stall, and, with ``work_conserving``, whenever some Start is legal. A masked
-    action changes nothing: the step returns the same observation, reward 0 and ``info["refused"]`` with the
-    reason (so random-action checkers run; agents should use the mask); so does an integer outside the space. An
-    action that is not one integer (a float, a bool, a string, None, an array) raises ``TypeError``.
+    is left (nothing running, no future arrival, nothing to repair), so an episode cannot stall, and, with
+    ``work_conserving``, whenever some Start is legal. A masked action changes nothing: the step returns the same
+    observation, reward 0 and ``info["refused"]`` with the reason (so random-action checkers run; agents should
+    use the mask); so does an integer outside the space. An action that is not one integer (a float, a bool, a
+    string, None, an array) raises ``TypeError``.
 
     ## Observation Space
     A ``Dict`` of float32 arrays in [0, 1]:
