@@ -244,19 +244,21 @@ def train_recipe_run(args: Args, config: dict[str, Any]) -> int:
     settings = recipe_settings(recipe, config.get(recipe))
     seed = int(config.get("seed", args.seed)) if args.resume else args.seed
     torch.set_num_threads(args.threads or 1)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     world = selection_world(config["world"])
-    resolved = {**config, "seed": seed, "device": "cpu",
+    resolved = {**config, "seed": seed, "device": device,
                 "world": {**config["world"], "candidates": list(world.candidates), "train_seeds": list(world.train)}}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.run_dir or ROOT / "runs" / f"{recipe}__{world.workload.split(':')[0]}__{seed}__{stamp}"
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomically(run_dir / CONFIG_FILE, yaml.safe_dump(resolved, sort_keys=False))
-    print(f"{recipe} on {config['world']['case']}: candidates {', '.join(world.candidates)} (the reference first); "
+    print(f"{recipe} on {config['world']['case']} (updates on {device}): candidates "
+          f"{', '.join(world.candidates)} (the reference first); "
           f"{len(world.train)} training seeds, {len(world.validation)} validation seeds; run folder {run_dir}")
     writer = SummaryWriter(str(run_dir / "tb"))
     t0 = time.perf_counter()
     try:
-        result = train_recipe(recipe, settings, world, run_dir, seed, writer)
+        result = train_recipe(recipe, settings, world, run_dir, seed, writer, device=device)
     finally:
         writer.close()
     print(f"trained in {time.perf_counter() - t0:.0f} s; best validation mean wait "

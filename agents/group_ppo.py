@@ -40,9 +40,11 @@ from agents.selection_training import (
     explained_variance,
     load_checkpoint,
     new_net,
+    on_device,
     play,
     reference_waits,
     save_checkpoint,
+    to_device,
     validate,
 )
 from envs.core.errors import ConfigError
@@ -237,7 +239,7 @@ def update(net: SelectionNet, optimizer: torch.optim.Optimizer, data: dict[str, 
     stats = {"approx_kl": 0.0, "clip_fraction": 0.0, "entropy": 0.0, "value_loss": 0.0, "epochs": 0}
     for epoch in range(settings.epochs):
         kls = []
-        for idx in torch.as_tensor(rng.permutation(n)).split(settings.batch_size):
+        for idx in torch.as_tensor(rng.permutation(n), device=adv.device).split(settings.batch_size):
             logits, values = net({k: data["obs"][k][idx] for k in OBS_KEYS}, data["mask"][idx])
             logp_all = F.log_softmax(logits, 1)
             logp = logp_all.gather(1, data["actions"][idx, None]).squeeze(1)
@@ -267,8 +269,9 @@ def update(net: SelectionNet, optimizer: torch.optim.Optimizer, data: dict[str, 
 
 
 def run(world: World, settings: GroupPPOSettings, run_dir: Path, seed: int = 0, log: Any = print,
-        writer: Any = None) -> dict[str, Any]:
-    """Train (or resume training) in ``run_dir``; the history and the best validation score."""
+        writer: Any = None, device: str = "cpu") -> dict[str, Any]:
+    """Train (or resume training) in ``run_dir``, the network's updates on ``device``; the history and the best
+    validation score."""
     state = load_checkpoint(run_dir)
     net = new_net(world.env(), settings.hidden, seed)
     optimizer = torch.optim.Adam(net.parameters(), lr=settings.learning_rate)
@@ -295,8 +298,9 @@ def run(world: World, settings: GroupPPOSettings, run_dir: Path, seed: int = 0, 
             value_scale = float(data["returns"].std()) or 1.0
             data["values"] = data["values"] * 0.0  # an untrained critic: its outputs were not in these units
         ev = explained_variance(data["values"], data["returns"].numpy())
-        stats = update(net, optimizer, data, settings, burned_in, np.random.default_rng((seed, iteration, 3)),
-                       value_scale)
+        with on_device(net, optimizer, device):
+            stats = update(net, optimizer, to_device(data, device), settings, burned_in,
+                           np.random.default_rng((seed, iteration, 3)), value_scale)
         actor = burned_in
         if not burned_in and (ev > settings.burn_in_ev or iteration + 1 >= settings.burn_in_max):
             burned_in = True

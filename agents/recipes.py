@@ -47,6 +47,7 @@ def recipe_settings(recipe: str, section: Mapping[str, Any] | None) -> Any:
 
 
 def train_recipe(recipe: str, settings: Any, world: World, run_dir: Path, seed: int, writer: Any = None,
-                 log: Any = print) -> dict[str, Any]:
-    """Train ``recipe`` in ``run_dir`` (resuming from its checkpoint when there is one); its history."""
-    return RECIPES[recipe][1](world, settings, run_dir, seed=seed, log=log, writer=writer)
+                 log: Any = print, device: str = "cpu") -> dict[str, Any]:
+    """Train ``recipe`` in ``run_dir`` (resuming from its checkpoint when there is one), the network's updates on
+    ``device``; its history."""
+    return RECIPES[recipe][1](world, settings, run_dir, seed=seed, log=log, writer=writer, device=device)

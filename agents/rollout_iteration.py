@@ -43,9 +43,11 @@ from agents.selection_training import (
     greedy,
     load_checkpoint,
     new_net,
+    on_device,
     play,
     reference_waits,
     save_checkpoint,
+    to_device,
     validate,
 )
 from baselines import make
@@ -143,7 +145,7 @@ def train_epochs(net: SelectionNet, optimizer: torch.optim.Optimizer, data: dict
     target = targets(data["costs"], data["eligible"], settings.tau)
     stats: dict[str, float] = {}
     for _ in range(settings.epochs):
-        order = torch.as_tensor(rng.permutation(n))
+        order = torch.as_tensor(rng.permutation(n), device=target.device)
         ce_sum = kl_sum = 0.0
         for start in range(0, n, settings.batch_size):
             idx = order[start:start + settings.batch_size]
@@ -201,8 +203,9 @@ def collect(env: HeuristicSelectionEnv, world: World, net: SelectionNet | None, 
 
 
 def run(world: World, settings: RolloutSettings, run_dir: Path, seed: int = 0,
-        log: Any = print, writer: Any = None) -> dict[str, Any]:
-    """Train (or resume training) in ``run_dir``; the history of the iterations and the best validation score."""
+        log: Any = print, writer: Any = None, device: str = "cpu") -> dict[str, Any]:
+    """Train (or resume training) in ``run_dir``, the network's updates on ``device``; the history of the
+    iterations and the best validation score."""
     env = world.env()
     futures = world.futures()
     reference = world.candidates[0]
@@ -234,7 +237,8 @@ def run(world: World, settings: RolloutSettings, run_dir: Path, seed: int = 0,
         if not data:
             raise ConfigError("rollout: no contested decision was labelled; raise state_fraction or episodes")
         data["prev_logp"] = _log_probs(net, data) if iteration > 0 else reference_log_probs(data["costs"])
-        stats = train_epochs(net, optimizer, data, settings, rng)
+        with on_device(net, optimizer, device):
+            stats = train_epochs(net, optimizer, to_device(data, device), settings, rng)
         ratio, waits = validate(world, net)
         improved = ratio < best
         if improved:

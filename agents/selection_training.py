@@ -13,7 +13,8 @@ import math
 import os
 import pickle
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,25 @@ def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
     """1 − Var(target − predicted) / Var(target) (NaN when the target does not vary)."""
     var = float(np.var(target))
     return math.nan if var == 0 else 1.0 - float(np.var(target - predicted)) / var
+
+
+@contextmanager
+def on_device(net: SelectionNet, optimizer: torch.optim.Optimizer, device: str) -> Iterator[None]:
+    """Train ``net`` and its optimizer's state on ``device`` inside the block; back on the CPU afterwards (episodes
+    run there: one small forward pass per decision is faster on the CPU than a round trip to a GPU)."""
+    net.to(device)
+    optimizer.load_state_dict(optimizer.state_dict())  # casts the optimizer's state to its parameters' device
+    try:
+        yield
+    finally:
+        net.to("cpu")
+        optimizer.load_state_dict(optimizer.state_dict())
+
+
+def to_device(value: Any, device: str) -> Any:
+    """``value`` with every tensor in it (in nested dicts too) moved to ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {key: to_device(item, device) for key, item in value.items()}
+    return value

@@ -10,7 +10,10 @@
 #    a step, and PPO steps/s of the torch loop beside SB3 MaskablePPO;
 # 3. configs/experiments/vec_default.yaml trained for about 3 minutes of PPO on CUDA (1,024 clusters) and on the
 #    CPU (64 clusters), same seed: steps/s, peak GPU memory and the final evaluation table of each.
-# Everything it prints is also written under $OUT (pytest.txt, bench_vec.jsonl, train_cuda.txt, train_cpu.txt).
+# 4. each heuristic-selection recipe (configs/experiments/select_*.yaml) for one short iteration with its network
+#    updates on CUDA (about a minute each: the simulator runs on the CPU).
+# Everything it prints is also written under $OUT (pytest.txt, bench_vec.jsonl, train_cuda.txt, train_cpu.txt,
+# select_rollout.txt, select_group_ppo.txt).
 # On a machine whose python3 lacks gymnasium, stable-baselines3 or sb3-contrib, install their wheels first
 # (PYTHONPATH pointing at them).
 set -euo pipefail
@@ -29,3 +32,8 @@ python3 train.py --config configs/experiments/vec_default.yaml --device cuda --n
     --run-dir "$OUT/train_cuda" 2>&1 | tee "$OUT/train_cuda.txt"
 python3 train.py --config configs/experiments/vec_default.yaml --device cpu --threads 16 \
     --total-timesteps "$CPU_STEPS" --no-progress --run-dir "$OUT/train_cpu" 2>&1 | tee "$OUT/train_cpu.txt"
+python3 train.py --config configs/experiments/select_rollout.yaml --device cuda --set rollout.iterations=1 \
+    --set rollout.episodes=1 --set rollout.futures=2 --run-dir "$OUT/select_rollout" 2>&1 | tee "$OUT/select_rollout.txt"
+python3 train.py --config configs/experiments/select_group_ppo.yaml --device cuda --set group_ppo.iterations=2 \
+    --set group_ppo.groups=1 --set group_ppo.validate_every=2 --run-dir "$OUT/select_group_ppo" 2>&1 \
+    | tee "$OUT/select_group_ppo.txt"
