@@ -5,7 +5,9 @@ burn-in, ``target_kl`` and an entropy bonus where the agent has a choice.
   each ``group_size`` times with the same arrivals and runtimes (only the policy's samples differ). A decision's
   baseline is the mean over the *other* episodes of its group of their return-to-go at the same simulated time
   (:func:`group_baselines`), so the advantage holds what the choices changed, not how hard the workload was.
-  ``baseline: critic`` uses GAE over the value head instead (:func:`gae_by_time`).
+  ``baseline: reference`` takes instead the return-to-go at the same time of the reference replaying the
+  workload (a reward relative to the reference), and ``baseline: critic`` GAE over the value head
+  (:func:`gae_by_time`).
 - **Discounting by simulated time**: a reward ``Δt`` seconds later weighs ``0.5 ** (Δt / half_life_s)``
   (:func:`time_discounted_returns`), so the last waits of a long episode weigh as the first do, whatever the
   number of decisions between.
@@ -49,7 +51,7 @@ from agents.selection_training import (
 )
 from envs.core.errors import ConfigError
 
-BASELINES = ("group", "critic")
+BASELINES = ("group", "reference", "critic")
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,12 @@ def collect(net: SelectionNet, world: World, settings: GroupPPOSettings, iterati
         if settings.baseline == "group":
             base = group_baselines(times, rets, settings.half_life_s)
             adv = [ret - b for ret, b in zip(rets, base, strict=True)]
+        elif settings.baseline == "reference":
+            reference, _ = play(env, workload, lambda obs, mask: 0)
+            ref_t = np.array([s.time_s for s in reference])
+            ref_r = time_discounted_returns(np.array([s.reward for s in reference]), ref_t, settings.half_life_s)
+            adv = [ret - np.array([value_at(ref_t, ref_r, x, settings.half_life_s) for x in t])
+                   for ret, t in zip(rets, times, strict=True)]
         else:
             adv = [gae_by_time(r, v, t, settings.half_life_s, settings.gae_lambda)
                    for r, v, t in zip(rewards, values, times, strict=True)]

@@ -200,7 +200,24 @@ def test_recipe_configs_are_checked():
         recipe_settings("rollout", {"futurez": 3})
     with pytest.raises(ConfigError, match=r"rollout\.futures: must be int"):
         recipe_settings("rollout", {"futures": 2.5})
+    assert recipe_settings("group_ppo", {"baseline": "reference", "group_size": 1}).baseline == "reference"
     with pytest.raises(ConfigError, match=r"group_ppo\.baseline"):
         recipe_settings("group_ppo", {"baseline": "mean"})
     with pytest.raises(ConfigError, match="overlap"):
         World("small", "tiny", 1.0, ("sjf", "saf"), (1, 2), (2, 3))
+
+
+def test_the_reference_baseline_gives_the_reference_no_advantage(monkeypatch):
+    def always_reference(net, rng, record):
+        def choose(obs, mask):
+            record.append((0.0, 0.0))
+            return 0
+        return choose
+
+    monkeypatch.setattr(group_ppo, "_sampler", always_reference)
+    settings = GroupPPOSettings(groups=1, group_size=1, baseline="reference")
+    net = group_ppo.new_net(TINY.env(), 16, 0)
+    data = group_ppo.collect(net, TINY, settings, iteration=0, seed=0, value_scale=1.0)
+    assert len(data["advantages"]) > 50
+    assert data["advantages"].abs().max() == 0.0  # the same decisions at the same times: nothing gained or lost
+    assert data["returns"].abs().max() > 0
