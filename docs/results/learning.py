@@ -40,28 +40,52 @@ SEEDS = (0, 1, 2)
 OUT = ROOT / "runs" / "learning"
 HEADROOM = ROOT / "runs" / "headroom"
 GOAL_RATIO = 0.9
+TRIED = {
+    "rollout-z0": ("rollout", ["rollout.z=0", "rollout.iterations=2"]),
+    "rollout-fit": ("rollout", ["rollout.kl_coef=0", "rollout.epochs=100", "rollout.tau=0.25"]),
+    "rollout-hour": ("rollout", ["world.commit_s=3600", "rollout.state_fraction=1.0", "rollout.iterations=3",
+                                 "rollout.horizon_s=10800"]),
+    "group_ppo-ref": ("group_ppo", ["group_ppo.baseline=reference", "group_ppo.ent_coef=0.02",
+                                    "group_ppo.learning_rate=0.001", "group_ppo.imitation_smoothing=0.3"]),
+}
+"""Variants tried once (training seed 0), each a recipe with --set overrides: without the significance filter,
+fitted harder (no KL anchor, sharper targets), choices held for an hour, and PPO against the reference's replay
+with a larger step and more exploration."""
 
 
 def run_dir(recipe: str, seed: int) -> Path:
     return OUT / f"{recipe}-s{seed}"
 
 
+def train_one(recipe: str, seed: int, folder: Path, sets: list[str]) -> None:
+    """Train (or resume) one run of ``recipe`` into ``folder``, its log beside it."""
+    args = (["--resume", "--run-dir", str(folder)] if (folder / "config.yaml").exists() else
+            ["--config", str(ROOT / "configs" / "experiments" / f"select_{recipe}.yaml"), "--seed", str(seed),
+             "--run-dir", str(folder), *(item for s in sets for item in ("--set", s))])
+    with folder.with_name(folder.name + ".log").open("a") as log:
+        subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, check=True, stdout=log,
+                       stderr=subprocess.STDOUT)
+
+
 def train(recipes: list[str], seeds: list[int]) -> None:
     """Train (or resume) every recipe × seed."""
     for recipe in recipes:
         for seed in seeds:
-            folder = run_dir(recipe, seed)
-            args = (["--resume", "--run-dir", str(folder)] if (folder / "config.yaml").exists() else
-                    ["--config", str(ROOT / "configs" / "experiments" / f"select_{recipe}.yaml"), "--seed", str(seed),
-                     "--run-dir", str(folder)])
-            with (OUT / f"{recipe}-s{seed}.log").open("a") as log:
-                subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, check=True, stdout=log,
-                               stderr=subprocess.STDOUT)
+            train_one(recipe, seed, run_dir(recipe, seed), [])
 
 
-def history(recipe: str, seed: int) -> list[dict]:
+def tried(names: list[str]) -> None:
+    """Train (or resume) the variants of :data:`TRIED`, training seed 0, under ``runs/learning/tried``."""
+    (OUT / "tried").mkdir(parents=True, exist_ok=True)
+    for name in names:
+        recipe, sets = TRIED[name]
+        train_one(recipe, 0, OUT / "tried" / name, sets)
+
+
+def history(recipe: str, seed: int, folder: Path | None = None) -> list[dict]:
     """The iterations of a run, from its checkpoint (tensors and plain values only)."""
-    return list(torch.load(run_dir(recipe, seed) / "checkpoint.pt", weights_only=True)["history"])
+    path = (folder or run_dir(recipe, seed)) / "checkpoint.pt"
+    return list(torch.load(path, weights_only=True)["history"])
 
 
 def evaluate(case, reference: str, models: dict[str, Path]) -> list[dict]:
@@ -199,7 +223,8 @@ The first rollout run (without the significance filter) is kept in `runs/learnin
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("train", "page"))
+    parser.add_argument("step", choices=("train", "tried", "page"))
+    parser.add_argument("--variants", default=",".join(TRIED), help="the variants the tried step trains")
     parser.add_argument("--recipes", default=",".join(RECIPES))
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     parser.add_argument("--date", default=datetime.date.today().isoformat())
@@ -208,6 +233,9 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     if args.step == "train":
         train(recipes, seeds)
+        return 0
+    if args.step == "tried":
+        tried(args.variants.split(","))
         return 0
     target = ROOT / "docs" / "results" / f"{args.date}-learning.md"
     write_text_atomically(target, page(args.date, recipes, seeds))
