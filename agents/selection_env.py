@@ -107,7 +107,8 @@ class HeuristicSelectionEnv(gym.Env):
 
     ## Episode End
     Terminated when every job has ended; ``info["episode_metrics"]`` then holds the metrics and
-    ``info["contested"]`` the contested decisions of the episode.
+    ``info["contested"]`` the contested decisions of the episode. An episode where the candidates never disagree
+    has one step: ``reset`` has already run it to its end, and any action terminates it.
 
     ## Arguments
     ``gym.make("gpusched/HeuristicSelect-v0", candidates=[...], commit_s=0.0, **env_settings)``: the env settings
@@ -129,7 +130,8 @@ class HeuristicSelectionEnv(gym.Env):
         self._encoder = SelectionEncoder(encoder, len(self.selection.names))
         self.observation_space = self._encoder.space
         self.action_space = spaces.Discrete(len(self.selection.names))
-        self.workload = None
+        self.workload = None  # the episode's job table
+        self.dynamics = None  # the episode's failures and outages
         self._sim: Simulator | None = None
         self._proposals: list[Action] = []
 
@@ -143,7 +145,7 @@ class HeuristicSelectionEnv(gym.Env):
         episode = self._source.sample(self.np_random)
         if options and "workload" in options:
             episode = episode._replace(workload=options["workload"])
-        self.workload = episode.workload
+        self.workload, self.dynamics = episode.workload, episode.dynamics
         self._encoder.encoder.start_episode()
         self._sim = Simulator(self.cluster, episode.workload, self._source.runtime, episode.dynamics)
         self.selection.reset()
@@ -156,10 +158,9 @@ class HeuristicSelectionEnv(gym.Env):
         index = action_index(action, str(self.action_space))
         if not 0 <= index < len(self.selection.names):
             raise ConfigError(f"action {index} is outside 0..{len(self.selection.names) - 1}")
-        if sim.done:
-            raise RuntimeError("the episode has ended: call reset()")
-        apply_action(sim, self.selection.choose(index, sim.view, self._proposals))
-        self._advance()
+        if not sim.done:  # an episode without a contested decision ends at its first step, whatever the action
+            apply_action(sim, self.selection.choose(index, sim.view, self._proposals))
+            self._advance()
         reward = -(sim.pending_job_s - self._pending_s) / self.config.wait_scale_s
         self._pending_s = sim.pending_job_s
         info: dict[str, Any] = {"time_s": sim.time_s}

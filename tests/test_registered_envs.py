@@ -16,6 +16,8 @@ from sb3_contrib.common.maskable.utils import get_action_masks
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
+import agents  # noqa: F401  (registers gpusched/HeuristicSelect-v0)
+from agents.selection_env import SELECT_ENV_ID
 from envs.core import ConfigError
 from envs.registration import ENV_IDS, PEER_ENV_ID
 
@@ -46,6 +48,8 @@ def make(tmp_path: Path):
             trace = tmp_path / "peer.swf"
             trace.write_text(PEER_SWF)
             kwargs = {"trace": str(trace), "sequence_jobs": 24, "slots": 4}
+        elif env_id == SELECT_ENV_ID:  # small enough to end quickly, loaded enough for contested decisions
+            kwargs = {"workload": "small", "cluster": "tiny", "episode_jobs": 48, "load_factor": 2.0}
         else:
             kwargs = dict(SMALL)
             if env_id in TRACE_WORKLOADS:
@@ -87,7 +91,7 @@ def assert_same(a, b) -> None:
 
 
 def test_the_registry_holds_every_id_of_the_package_and_no_other():
-    assert sorted(ENV_IDS) == ENV_CASES and PEER_ENV_ID in ENV_CASES
+    assert sorted([*ENV_IDS, SELECT_ENV_ID]) == ENV_CASES and PEER_ENV_ID in ENV_CASES
 
 
 @pytest.mark.parametrize("env_id", ENV_CASES)
@@ -130,7 +134,8 @@ def test_masked_random_rollout_ends_the_episode_with_its_metrics(env_id, make):
 @pytest.mark.parametrize("env_id", [env_id for env_id in ENV_CASES if env_id != PEER_ENV_ID])
 def test_every_variant_takes_a_scenario_of_failures_and_outages(env_id, make):
     env = make(env_id, scenario="flaky")
-    assert env.unwrapped.dynamics is None and env.observation_space["cluster"].shape[1] == 7  # + health
+    planner = 4 if env_id == SELECT_ENV_ID else 0  # the selection env's cluster rows have the planner columns
+    assert env.unwrapped.dynamics is None and env.observation_space["cluster"].shape[1] == 7 + planner  # + health
     *_, (_, obs, _, terminated, truncated, info) = rollout(env, seed=5, max_steps=5000)
     assert terminated and not truncated and env.observation_space.contains(obs)
     assert env.unwrapped.dynamics.name == "flaky" and "episode_metrics" in info
