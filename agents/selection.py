@@ -27,8 +27,9 @@ from envs.sim import Action, Policy, Start, View, Wait
 from envs.sim.policy import Preempt
 
 DEFAULT_CANDIDATES = ("sjf+greedy/topology", "saf+easy/topology", "unicep+greedy/topology", "saf+greedy/pack")
-"""The default candidates: the four best heuristics on the learning suite's whole-gpu@1.5 validation seeds
-(docs/results/2026-12-02-headroom.md), with greedy packing for contrast."""
+"""The default candidates: the three best heuristics on the learning suite's whole-gpu@1.5 validation seeds
+(docs/results/2026-12-02-headroom.md; the first is that case's reference), then ``saf+greedy/pack`` (the tenth),
+the best with the ``pack`` rule, so that one candidate places differently."""
 
 
 def same_action(a: Action, b: Action) -> bool:
