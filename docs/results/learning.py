@@ -244,8 +244,8 @@ one of six models, the other five are at the reference, and its gain is 1.4%: no
 
 - **The labels say the present rarely decides.** With the significance filter, about a fifth of the labelled
   states have a candidate that beats the reference over the next two hours by more than one standard error, and
-  the gains there are small: {gains}. The trained networks lean only slightly away from the reference on exactly those states and never far
-  enough to change the choice: {diag_text}.
+  the gains there are small: {gains}. The trained networks lean only slightly away from the reference on
+  exactly those states and never far enough to change the choice: {diag_text}.
 - **Without the filter, noise leads.** `rollout-z0` (any mean gain counts) labels far more states away from the
   reference, and what it learns does not carry over to the validation seeds.
 - **PPO hears little.** Each of the roughly 450 decisions of an episode is sampled; a group's episodes differ in
