@@ -27,12 +27,13 @@ SIZE_COLUMN = GROUP_FEATURES.index("size")
 """The cluster column that holds a node group's share of the cluster's GPUs: the weight of its row."""
 
 
-def _mlp(sizes: list[int]) -> nn.Sequential:
+def mlp(sizes: list[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    """Linear layers of the given widths with ``activation`` between them (none after the last)."""
     layers: list[nn.Module] = []
     for i in range(len(sizes) - 1):
         layers.append(nn.Linear(sizes[i], sizes[i + 1]))
         if i < len(sizes) - 2:
-            layers.append(nn.ReLU())
+            layers.append(activation())
     return nn.Sequential(*layers)
 
 
@@ -86,7 +87,7 @@ class ClusterEncoder(nn.Module):
 
     def __init__(self, columns: int, hidden: int) -> None:
         super().__init__()
-        self.row_encoder = _mlp([columns, hidden, hidden])
+        self.row_encoder = mlp([columns, hidden, hidden])
         self.out_dim = 2 * hidden
 
     def forward(self, cluster: torch.Tensor) -> torch.Tensor:
@@ -114,9 +115,9 @@ class SlotScorer(nn.Module):
         self.slots, self.rules, placement_features = self.shapes["placements"]
         job_features = self.shapes["jobs"][1]
         self.running_slots = self.shapes["running"][0] if "running" in self.shapes else 0
-        self.job_encoder = _mlp([job_features, hidden, hidden])
+        self.job_encoder = mlp([job_features, hidden, hidden])
         self.cluster_encoder = ClusterEncoder(self.cluster_columns, hidden)
-        self.context_encoder = _mlp([self.cluster_encoder.out_dim + self.shapes["global"][0], hidden, hidden])
+        self.context_encoder = mlp([self.cluster_encoder.out_dim + self.shapes["global"][0], hidden, hidden])
         # the context: cluster and global features, the visible jobs' mean embedding and, with preemption, the
         # running jobs' mean embedding
         context_dim = (3 if self.running_slots else 2) * hidden
@@ -130,10 +131,10 @@ class SlotScorer(nn.Module):
         # must be able to prefer one (with a single rule this would be a constant, so it is left out)
         self.score_rule = nn.Parameter(torch.zeros(self.rules, hidden)) if self.rules > 1 else None
         if self.running_slots:  # Preempt of running slot r, from its job's embedding and the context
-            self.running_encoder = _mlp([self.shapes["running"][1], hidden, hidden])
-            self.preempt_scorer = _mlp([hidden + context_dim, hidden, 1])
-        self.wait_scorer = _mlp([context_dim, hidden, 1])
-        self.value_encoder = _mlp([context_dim, hidden])
+            self.running_encoder = mlp([self.shapes["running"][1], hidden, hidden])
+            self.preempt_scorer = mlp([hidden + context_dim, hidden, 1])
+        self.wait_scorer = mlp([context_dim, hidden, 1])
+        self.value_encoder = mlp([context_dim, hidden])
         self.latent_dim_pi = self.slots * self.rules + self.running_slots + 1
         self.latent_dim_vf = hidden
 

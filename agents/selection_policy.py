@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.network import mlp
 from agents.selection import Selection, alias_mask
 from agents.selection_env import SelectionEncoder, selection_config
 from baselines import make
@@ -34,12 +35,7 @@ OBS_KEYS = ("candidates", "cluster", "global")
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(nn.Tanh())
-    return nn.Sequential(*layers)
+    return mlp(sizes, nn.Tanh)
 
 
 class SelectionNet(nn.Module):
