@@ -69,8 +69,8 @@ class Selection:
         self.names = tuple(candidates)
         self.commit_s = float(commit_s)
         self._make = make_policy
-        self.policies: list[Policy] = [make_policy(name) for name in self.names]
-        self.reset()
+        self.policies: list[Policy] = []
+        self.reset()  # makes the candidates: an unknown name fails here
 
     def reset(self) -> None:
         """A fresh run: fresh candidates, no commitment."""
