@@ -28,8 +28,8 @@ from envs.sim.policy import Preempt
 
 DEFAULT_CANDIDATES = ("sjf+greedy/topology", "saf+easy/topology", "unicep+greedy/topology", "saf+greedy/pack")
 """The default candidates: the three best heuristics on the learning suite's whole-gpu@1.5 validation seeds
-(docs/results/2026-12-02-headroom.md; the first is that case's reference), then ``saf+greedy/pack`` (the tenth),
-the best with the ``pack`` rule, so that one candidate places differently."""
+(docs/results/2026-12-02-headroom.md; the first is that case's reference), then ``saf+greedy/pack`` (the tenth
+there; the earlier agents' imitation teacher), so that one candidate places with ``pack``."""
 
 
 def same_action(a: Action, b: Action) -> bool:
