@@ -280,9 +280,14 @@ def selection_world(section: dict[str, Any]) -> Any:
     if isinstance(candidates, int):
         candidates = validation_ranking_of(case)[:candidates]
     train = tuple(section.get("train_seeds") or case.train)
-    held_out = sorted(set(train) & (set(case.validation) | set(case.test)))
+    held = set(case.validation) | set(case.test)
+    if case.window:  # trace windows: a training window may not overlap a held-out one
+        held_out = sorted(t for t in train if any(abs(t - h) < case.window for h in held))
+    else:
+        held_out = sorted(set(train) & held)
     if held_out:
-        raise ConfigError(f"world.train_seeds: {held_out[:5]} are validation or test seeds of {case.name}")
+        raise ConfigError(f"world.train_seeds: {held_out[:5]} are (or overlap) validation or test seeds of "
+                          f"{case.name}")
     return World(case.workload, case.cluster, case.load, tuple(candidates), train, case.validation,
                  float(section.get("commit_s", 0.0)), case.window, STEADY_STATE)
 

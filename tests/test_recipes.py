@@ -221,3 +221,17 @@ def test_the_reference_baseline_gives_the_reference_no_advantage(monkeypatch):
     assert len(data["advantages"]) > 50
     assert data["advantages"].abs().max() == 0.0  # the same decisions at the same times: nothing gained or lost
     assert data["returns"].abs().max() > 0
+
+
+def test_a_world_keeps_training_away_from_held_out_seeds_and_windows():
+    from train import selection_world
+
+    world = selection_world({"case": "whole-gpu@1.5", "candidates": ["sjf", "saf"]})
+    assert world.train == tuple(range(100000, 100008)) and world.validation == tuple(range(1000, 1010))
+    with pytest.raises(ConfigError, match=r"world\.train_seeds: \[2003\]"):
+        selection_world({"case": "whole-gpu@1.5", "candidates": ["sjf", "saf"], "train_seeds": [5, 2003]})
+    # a Philly training window may not overlap a validation or test window (2,000 jobs each)
+    with pytest.raises(ConfigError, match="overlap"):
+        selection_world({"case": "philly", "candidates": ["sjf", "saf"], "train_seeds": [10000, 100001]})
+    with pytest.raises(ConfigError, match="unknown 'nope'"):
+        selection_world({"case": "nope"})

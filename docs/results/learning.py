@@ -38,6 +38,7 @@ from evaluation.paired import paired_comparison  # noqa: E402
 CASE_CANDIDATES = {
     "whole-gpu@1.5": ["sjf+greedy/topology", "saf+easy/topology", "unicep+greedy/topology", "saf+greedy/pack"],
     "whole-gpu@2.0": ["sjf+greedy/topology", "saf+greedy/topology", "saf+easy/pack", "saf+greedy/pack"],
+    "philly": ["wfp3+greedy/topology", "wfp3+easy/topology", "unicep+easy/topology", "saf+greedy/pack"],
 }
 """Each case's candidates: its three best heuristics on validation (the reference first; the headroom run's
 ranking), then ``saf+greedy/pack`` (the earlier agents' imitation teacher), so that one candidate packs."""
@@ -75,8 +76,13 @@ def train_one(recipe: str, seed: int, folder: Path, sets: list[str]) -> None:
 
 
 def case_sets(case: str) -> list[str]:
-    """The --set overrides that point a recipe's config at ``case`` and its candidates."""
-    return [f"world.case={case}", f"world.candidates=[{', '.join(CASE_CANDIDATES[case])}]"]
+    """The --set overrides that point a recipe's config at ``case``, its candidates and, for a trace, its training
+    windows (the config's training seeds are synthetic ones)."""
+    sets = [f"world.case={case}", f"world.candidates=[{', '.join(CASE_CANDIDATES[case])}]"]
+    spec = next(c for c in CASES if c.name == case)
+    if spec.window:
+        sets.append(f"world.train_seeds=[{', '.join(map(str, spec.train))}]")
+    return sets
 
 
 def train(cases: list[str], recipes: list[str], seeds: list[int]) -> None:
