@@ -120,14 +120,13 @@ def evaluate(case, reference: str, models: dict[str, Path]) -> list[dict]:
     return [{**row, "policy": names.get(row["policy"], row["policy"])} for row in read_rows(out / "results.csv")]
 
 
-def curves(case: str, recipes: list[str], seeds: list[int]) -> str:
-    """Validation mean wait over the reference's, per iteration, per run."""
+def curves(case: str, runs: list[tuple[str, int]]) -> str:
+    """Validation mean wait over the reference's, per iteration, per run (recipe, seed)."""
     lines = []
-    for recipe in recipes:
-        for seed in seeds:
-            rows = history(run_dir(case, recipe, seed))
-            cells = [f"{r['iteration']}: {r['validation_ratio']:.3f}" for r in rows if "validation_ratio" in r]
-            lines.append(f"- `{recipe}` seed {seed}: {', '.join(cells)}")
+    for recipe, seed in runs:
+        rows = history(run_dir(case, recipe, seed))
+        cells = [f"{r['iteration']}: {r['validation_ratio']:.3f}" for r in rows if "validation_ratio" in r]
+        lines.append(f"- `{recipe}` seed {seed}: {', '.join(cells)}")
     return "\n".join(lines)
 
 
@@ -172,7 +171,8 @@ def case_section(name: str, recipes: list[str], seeds: list[int], learning: dict
     case = next(c for c in CASES if c.name == name)
     reference = learning["references"][name]
     ranking = learning["validation_ranking"][name]
-    models = {f"{r} s{s}": run_dir(name, r, s) / "best_model.zip" for r in recipes for s in seeds}
+    runs = [(r, s) for r in recipes for s in seeds if (run_dir(name, r, s) / "best_model.zip").exists()]
+    models = {f"{r} s{s}": run_dir(name, r, s) / "best_model.zip" for r, s in runs}
     rows = evaluate(case, reference, models)
     rows += [r for r in read_rows(HEADROOM / "results.csv") if r["workload"] == name
              and r["policy"] in ("lookahead-A", "lookahead-B", "hindsight")]
@@ -182,10 +182,10 @@ def case_section(name: str, recipes: list[str], seeds: list[int], learning: dict
     by = {e["policy"]: e for e in entries}
     best = min((by[m] for m in models), key=lambda e: e["ratio_ci"][1])
     same = sum(by[m]["ratio_ci"] == [1.0, 1.0] for m in models)
-    wall = {r: sum(sum(h.get("wall_s", 0.0) for h in history(run_dir(name, r, s))) for s in seeds) / len(seeds)
-            for r in recipes}
+    wall = {r: sum(sum(h.get("wall_s", 0.0) for h in history(run_dir(name, r, s))) for s in seeds if (r, s) in runs)
+            / max(1, sum((r, s) in runs for s in seeds)) for r in recipes}
     ranks = ", ".join(f"`{c}` ({ranking.index(c) + 1})" for c in CASE_CANDIDATES[name])
-    diag = {seed: separation(name, seed) for seed in seeds} if "rollout" in recipes else {}
+    diag = {seed: separation(name, seed) for r, seed in runs if r == "rollout"}
     diag_lines = "\n".join(f"- seed {seed}: {d['states']} labelled states, {d['better']:.0%} with a candidate "
                            f"significantly better than the reference (by {d['gain']:,.0f} job-s on average, "
                            f"against {d['cost']:,.0f} for the reference's two-hour rollout); the final policy "
@@ -194,7 +194,8 @@ def case_section(name: str, recipes: list[str], seeds: list[int], learning: dict
                            "of the labelled states" for seed, d in diag.items())
     text = f"""## {name}: {case.workload} on {case.cluster} at load {case.load:g}, {len(case.test)} test seeds
 
-Candidates, with their rank among the 26 heuristics on the validation seeds: {ranks}. Mean training time per run:
+Candidates, with their rank among the 26 heuristics on the validation seeds: {ranks}. Training seeds:
+{len(runs)} runs ({', '.join(f'{r} s{s}' for r, s in runs)}); mean training time per run:
 {', '.join(f'{r} {wall[r] / 60:.0f} min' for r in recipes)} on one core. {same} of the {len(models)} models
 schedule every test seed exactly as the reference does.
 
@@ -202,7 +203,7 @@ schedule every test seed exactly as the reference does.
 
 Validation during training (mean wait over the reference's, 10 validation seeds, by iteration):
 
-{curves(name, recipes, seeds)}
+{curves(name, runs)}
 
 What the rollout policies make of their own labels:
 
