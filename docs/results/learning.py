@@ -243,13 +243,14 @@ reference. They keep utilization and p99 wait within the guards because they har
 - Cases of the learning suite (`evaluation/learning.py`): steady-state metrics without the first and last 10% of
   the jobs. Each case's candidates are its three best heuristics on the validation seeds 1000-1009 (the headroom
   run's ranking; the first is the reference), then `saf+greedy/pack`, the earlier agents' imitation teacher, so
-  that one candidate places with `pack`. Training workloads: seeds 100000-100015. Model selection
-  (`best_model.zip`) uses the 10 validation seeds, paired with the reference. The test seeds are used only for
-  the tables.
+  that one candidate places with `pack`. Training workloads: seeds 100000-100015 (synthetic cases) or the case's
+  ten training windows (Philly: 2,000-job windows starting at multiples of 10,000). Model selection
+  (`best_model.zip`) uses the 10 validation seeds (windows), paired with the reference. The test seeds (windows)
+  are used only for the tables.
 - The env asks only at contested decisions (the candidates disagree; about 450 of a 2,000-job episode at load 1.5),
   and a constant choice replays that heuristic's job log exactly (a test checks it for each candidate).
-- Recipes (`configs/experiments/select_rollout.yaml`, `select_group_ppo.yaml`), 3 training seeds each, on one core
-  of {machine()} per run:
+- Recipes (`configs/experiments/select_rollout.yaml`, `select_group_ppo.yaml`), 3 training seeds each (one on
+  Philly, for time), on one core of {machine()} per run:
   - `rollout`: rollout policy iteration (AggreVaTe). Iteration 0 visits states with the reference, later ones
     with the current policy. At 5% of the contested decisions, each offered candidate is rolled forward over 6
     resampled futures (common random numbers), with the reference deciding afterwards, for 2 h. Training is
@@ -293,18 +294,20 @@ larger step and more exploration.
 
 ## Not done in this session (for the next one)
 
-- The other cases (whole-gpu at load 1.0, default@1.5, the 22 Philly windows) and the RLScheduler protocol per
-  window against `f1/sjf@0.5`. The recipes run on any case (`world.case`; a Philly episode takes about 8 s and
-  has about 1,200 contested decisions), but there was no time to run them.
+- The other cases (whole-gpu at load 1.0, default@1.5), the second and third training seeds on Philly, and the
+  RLScheduler protocol per window against `f1/sjf@0.5`. The recipes run on any case (`world.case`), but there
+  was no time to run them.
 - The old fine-env agents on these tables (their model files are not kept), and a CUDA run (no device was lent;
   `benchmarks/device_check.sh` has the prepared check).
 
 ## Regenerate
 
 ```bash
-python docs/results/headroom.py --cases whole-gpu@1.5 && python docs/results/headroom.py --cases whole-gpu@2.0
-python docs/results/learning.py train --recipes rollout &             # about 50 min on one core
-python docs/results/learning.py train --recipes group_ppo; wait       # about 60 min on the other
+python docs/results/headroom.py                                       # the references, planners and bounds
+python docs/results/learning.py train --cases whole-gpu@1.5,whole-gpu@2.0 --recipes rollout &     # ~40 min
+python docs/results/learning.py train --cases whole-gpu@1.5,whole-gpu@2.0 --recipes group_ppo; wait   # ~55 min
+python docs/results/learning.py train --cases philly --recipes rollout --seeds 0 &
+python docs/results/learning.py train --cases philly --recipes group_ppo --seeds 0; wait
 python docs/results/learning.py tried --variants rollout-z0,rollout-fit &
 python docs/results/learning.py tried --variants group_ppo-ref,rollout-hour; wait   # about 40 min
 python docs/results/learning.py page                                  # evaluation and this page, about 6 minutes
