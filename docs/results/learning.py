@@ -117,7 +117,8 @@ def evaluate(case, reference: str, models: dict[str, Path]) -> list[dict]:
                     "--seeds", ",".join(map(str, case.test)), "--metrics-window", ",".join(map(str, STEADY_STATE)),
                     "--out", str(out), "--workers", "2", "--no-plots", "--json"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
-    return [{**row, "policy": names.get(row["policy"], row["policy"])} for row in read_rows(out / "results.csv")]
+    return [{**row, "policy": names.get(row["policy"], row["policy"]), "workload": case.name}  # as the headroom rows
+            for row in read_rows(out / "results.csv")]
 
 
 def curves(case: str, runs: list[tuple[str, int]]) -> str:
@@ -180,7 +181,7 @@ def case_section(name: str, recipes: list[str], seeds: list[int], learning: dict
     entries = sorted((e for e in paired_comparison(rows, reference) if e["policy"] in order),
                      key=lambda e: order.index(e["policy"]))
     by = {e["policy"]: e for e in entries}
-    best = min((by[m] for m in models), key=lambda e: e["ratio_ci"][1])
+    best = min((by[m] for m in models), key=lambda e: e["ratio"])
     same = sum(by[m]["ratio_ci"] == [1.0, 1.0] for m in models)
     wall = {r: sum(sum(h.get("wall_s", 0.0) for h in history(run_dir(name, r, s))) for s in seeds if (r, s) in runs)
             / max(1, sum((r, s) in runs for s in seeds)) for r in recipes}
