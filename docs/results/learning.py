@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,11 +115,16 @@ def evaluate(case, reference: str, models: dict[str, Path]) -> list[dict]:
     out = OUT / case.name / "eval"
     subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--policies", ",".join([reference, *names]),
                     "--workload", case.workload, "--cluster", case.cluster, "--load", str(case.load),
-                    "--seeds", ",".join(map(str, case.test)), "--metrics-window", ",".join(map(str, STEADY_STATE)),
+                    *(["--starts", ",".join(map(str, case.test)), "--length", str(case.window)] if case.window
+                      else ["--seeds", ",".join(map(str, case.test))]),
+                    "--metrics-window", ",".join(map(str, STEADY_STATE)),
                     "--out", str(out), "--workers", "2", "--no-plots", "--json"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
+    rows = read_rows(out / "results.csv")
+    if case.window:  # a window's row names it in its workload, FILE[start:end]; the headroom rows' seed is start
+        rows = [{**row, "seed": float(re.search(r"\[(\d+):\d+\]$", row["workload"])[1])} for row in rows]
     return [{**row, "policy": names.get(row["policy"], row["policy"]), "workload": case.name}  # as the headroom rows
-            for row in read_rows(out / "results.csv")]
+            for row in rows]
 
 
 def curves(case: str, runs: list[tuple[str, int]]) -> str:
