@@ -37,6 +37,7 @@ from evaluation.learning import CASES, STEADY_STATE  # noqa: E402
 from evaluation.paired import paired_comparison  # noqa: E402
 
 CASE_CANDIDATES = {
+    "whole-gpu@1.0": ["saf+easy/topology", "unicep+greedy/topology", "sjf+greedy/topology", "saf+greedy/pack"],
     "whole-gpu@1.5": ["sjf+greedy/topology", "saf+easy/topology", "unicep+greedy/topology", "saf+greedy/pack"],
     "whole-gpu@2.0": ["sjf+greedy/topology", "saf+greedy/topology", "saf+easy/pack", "saf+greedy/pack"],
     "philly": ["wfp3+greedy/topology", "wfp3+easy/topology", "unicep+easy/topology", "saf+greedy/pack"],
@@ -225,7 +226,8 @@ What the rollout policies make of their own labels:
 
 def page(date: str, cases: list[str], recipes: list[str], seeds: list[int]) -> str:
     learning = json.loads((HEADROOM / "learning.json").read_text())
-    sections = {name: case_section(name, recipes, seeds, learning) for name in cases}
+    done = [n for n in cases if any((run_dir(n, r, s) / "best_model.zip").exists() for r in recipes for s in seeds)]
+    sections = {name: case_section(name, recipes, seeds, learning) for name in done}
     answers = []
     for name, (_, v) in sections.items():
         best = v["best"]
@@ -261,7 +263,7 @@ reference. They keep utilization and p99 wait within the guards because they har
 - The env asks only at contested decisions (the candidates disagree; about 450 of a 2,000-job episode at load 1.5),
   and a constant choice replays that heuristic's job log exactly (a test checks it for each candidate).
 - Recipes (`configs/experiments/select_rollout.yaml`, `select_group_ppo.yaml`), 3 training seeds each (one on
-  Philly, for time), on one core of {machine()} per run:
+  Philly, for time; each case lists the runs it has), on one core of {machine()} per run:
   - `rollout`: rollout policy iteration (AggreVaTe). Iteration 0 visits states with the reference, later ones
     with the current policy. At 5% of the contested decisions, each offered candidate is rolled forward over 6
     resampled futures (common random numbers), with the reference deciding afterwards, for 2 h. Training is
@@ -310,8 +312,8 @@ larger step and more exploration.
 
 ## Not done in this session (for the next one)
 
-- The other cases (whole-gpu at load 1.0, default@1.5), the second and third training seeds on Philly, and the
-  RLScheduler protocol per window against `f1/sjf@0.5`. The recipes run on any case (`world.case`), but there
+- The default workload at load 1.5, the second and third training seeds on Philly, and the RLScheduler
+  protocol per window against `f1/sjf@0.5`. The recipes run on any case (`world.case`), but there
   was no time to run them.
 - The old fine-env agents on these tables (their model files are not kept), and a CUDA run (no device was lent;
   `benchmarks/device_check.sh` has the prepared check).
@@ -320,8 +322,9 @@ larger step and more exploration.
 
 ```bash
 python docs/results/headroom.py                                       # the references, planners and bounds
-python docs/results/learning.py train --cases whole-gpu@1.5,whole-gpu@2.0 --recipes rollout &     # ~40 min
-python docs/results/learning.py train --cases whole-gpu@1.5,whole-gpu@2.0 --recipes group_ppo; wait   # ~55 min
+python docs/results/learning.py train --cases whole-gpu@1.0,whole-gpu@1.5,whole-gpu@2.0 --recipes rollout &
+python docs/results/learning.py train --cases whole-gpu@1.0,whole-gpu@1.5,whole-gpu@2.0 --recipes group_ppo
+wait                                                                  # about 80 min on 2 cores
 python docs/results/learning.py train --cases philly --recipes rollout --seeds 0 &
 python docs/results/learning.py train --cases philly --recipes group_ppo --seeds 0; wait
 python docs/results/learning.py tried --variants rollout-z0,rollout-fit &
