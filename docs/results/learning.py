@@ -105,6 +105,12 @@ def tried(names: list[str]) -> None:
         train_one(recipe, 0, OUT / "tried" / name, [*case_sets(TRIED_CASE), *sets])
 
 
+def finished(folder: Path) -> bool:
+    """Whether the run in ``folder`` has trained to its end (train.py's last line is in its log)."""
+    log = folder.with_name(folder.name + ".log")
+    return log.exists() and "trained in" in log.read_text()
+
+
 def history(folder: Path) -> list[dict]:
     """The iterations of the run in ``folder``, from its checkpoint (tensors and plain values only)."""
     return list(torch.load(folder / "checkpoint.pt", weights_only=True)["history"])
@@ -179,7 +185,7 @@ def case_section(name: str, recipes: list[str], seeds: list[int], learning: dict
     case = next(c for c in CASES if c.name == name)
     reference = learning["references"][name]
     ranking = learning["validation_ranking"][name]
-    runs = [(r, s) for r in recipes for s in seeds if (run_dir(name, r, s) / "best_model.zip").exists()]
+    runs = [(r, s) for r in recipes for s in seeds if finished(run_dir(name, r, s))]
     models = {f"{r} s{s}": run_dir(name, r, s) / "best_model.zip" for r, s in runs}
     rows = evaluate(case, reference, models)
     rows += [r for r in read_rows(HEADROOM / "results.csv") if r["workload"] == name
@@ -226,7 +232,7 @@ What the rollout policies make of their own labels:
 
 def page(date: str, cases: list[str], recipes: list[str], seeds: list[int]) -> str:
     learning = json.loads((HEADROOM / "learning.json").read_text())
-    done = [n for n in cases if any((run_dir(n, r, s) / "best_model.zip").exists() for r in recipes for s in seeds)]
+    done = [n for n in cases if any(finished(run_dir(n, r, s)) for r in recipes for s in seeds)]
     sections = {name: case_section(name, recipes, seeds, learning) for name in done}
     answers = []
     for name, (_, v) in sections.items():
