@@ -318,8 +318,9 @@ larger step and more exploration.
 
 ## Not done in this session (for the next one)
 
-- The default workload at load 1.5, the second and third training seeds on Philly, and the RLScheduler
-  protocol per window against `f1/sjf@0.5`. The recipes run on any case (`world.case`), but there
+- The default workload at load 1.5, the second and third training seeds on Philly and of `rollout` on
+  whole-gpu@1.0 (stopped for time; `train` resumes them), and the RLScheduler protocol per window against
+  `f1/sjf@0.5`. The recipes run on any case (`world.case`), but there
   was no time to run them.
 - The old fine-env agents on these tables (their model files are not kept), and a CUDA run (no device was lent;
   `benchmarks/device_check.sh` has the prepared check).
