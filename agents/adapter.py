@@ -81,7 +81,7 @@ def load(model_path: str | Path, device: str = "cpu") -> Policy:
     if run.get("recipe"):
         from agents.selection_policy import SelectionModelPolicy
 
-        return SelectionModelPolicy(path)
+        return SelectionModelPolicy.load(path)
     if run.get("env_id") == PEER_ENV_ID:
         raise ConfigError(f"model {path}: trained on {PEER_ENV_ID} (peer mode); run it as rls:{path} on an SWF trace")
     return ModelPolicy(path, run, device)

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from agents.selection_env import HeuristicSelectionEnv
 from agents.selection_policy import OBS_KEYS, SelectionNet, batch, save_model
 from agents.selection_training import (
     Step,
@@ -94,6 +95,11 @@ class GroupPPOSettings:
         for key in ("half_life_s", "clip_range", "target_kl", "learning_rate"):
             if not getattr(self, key) > 0 or math.isinf(getattr(self, key)):
                 raise ConfigError(f"group_ppo.{key}: must be a finite number > 0, got {getattr(self, key)!r}")
+        for key in ("ent_coef", "vf_coef"):
+            if not getattr(self, key) >= 0 or math.isinf(getattr(self, key)):
+                raise ConfigError(f"group_ppo.{key}: must be a finite number >= 0, got {getattr(self, key)!r}")
+        if not math.isfinite(self.burn_in_ev):
+            raise ConfigError(f"group_ppo.burn_in_ev: must be a finite number, got {self.burn_in_ev!r}")
         if not 0 <= self.imitation_smoothing < 1:
             raise ConfigError(f"group_ppo.imitation_smoothing: must be in [0, 1), got {self.imitation_smoothing!r}")
         if not 0 <= self.gae_lambda <= 1:
@@ -157,17 +163,18 @@ def _sampler(net: SelectionNet, rng: np.random.Generator, record: list[tuple[flo
     def choose(obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
         with torch.no_grad():
             logits, value = net(*batch([obs], [mask]))
-        probs = torch.softmax(logits[0], 0).numpy().astype(np.float64)
+        logp = torch.log_softmax(logits[0], 0)
+        probs = logp.exp().numpy().astype(np.float64)
         action = int(rng.choice(len(probs), p=probs / probs.sum()))
-        record.append((float(torch.log_softmax(logits[0], 0)[action]), float(value[0])))
+        record.append((float(logp[action]), float(value[0])))
         return action
     return choose
 
 
-def imitate_reference(net: SelectionNet, world: World, settings: GroupPPOSettings, seed: int) -> float:
+def imitate_reference(env: HeuristicSelectionEnv, net: SelectionNet, world: World, settings: GroupPPOSettings,
+                      seed: int) -> float:
     """Warm start: cross-entropy towards candidate 0 (smoothed over the other offered candidates) on the
     reference's own episodes; the final agreement (the share of decisions where candidate 0 is the most probable)."""
-    env = world.env()
     steps: list[Step] = []
     for e in range(settings.imitation_episodes):
         steps += play(env, world.episode(world.train[e % len(world.train)]), lambda obs, mask: 0)[0]
@@ -191,11 +198,11 @@ def imitate_reference(net: SelectionNet, world: World, settings: GroupPPOSetting
     return float((logits.argmax(1) == 0).float().mean())
 
 
-def collect(net: SelectionNet, world: World, settings: GroupPPOSettings, iteration: int, seed: int,
+def collect(env: HeuristicSelectionEnv, net: SelectionNet, world: World, settings: GroupPPOSettings, iteration: int,
+            seed: int,
             value_scale: float) -> dict[str, Any]:
     """Play the iteration's groups; the batch: observations, masks, actions, old log-probs, values [reward units:
     the critic's output × ``value_scale``], returns, advantages, and the episodes' mean waits."""
-    env = world.env()
     rng = np.random.default_rng((seed, iteration, 7))
     steps: list[Step] = []
     old: list[tuple[float, float]] = []
@@ -281,7 +288,8 @@ def run(world: World, settings: GroupPPOSettings, run_dir: Path, seed: int = 0, 
     """Train (or resume training) in ``run_dir``, the network's updates on ``device``; the history and the best
     validation score."""
     state = load_checkpoint(run_dir)
-    net = new_net(world.env(), settings.hidden, seed)
+    env = world.env()
+    net = new_net(env, settings.hidden, seed)
     optimizer = torch.optim.Adam(net.parameters(), lr=settings.learning_rate)
     history: list[dict[str, float]] = []
     best, first, burned_in = math.inf, 0, settings.burn_in_max == 0
@@ -295,13 +303,13 @@ def run(world: World, settings: GroupPPOSettings, run_dir: Path, seed: int = 0, 
         burned_in, value_scale = bool(state["burned_in"]), float(state["value_scale"])
         log(f"resumed after iteration {first - 1}")
     else:
-        agreement = imitate_reference(net, world, settings, seed)
+        agreement = imitate_reference(env, net, world, settings, seed)
         log(f"warm start: imitation of the reference, agreement {agreement:.1%} on its contested decisions")
         best, _ = validate(world, net)
         save_model(run_dir / "best_model.zip", net, world.meta())
     for iteration in range(first, settings.iterations):
         began = time.perf_counter()
-        data = collect(net, world, settings, iteration, seed, value_scale or 1.0)
+        data = collect(env, net, world, settings, iteration, seed, value_scale or 1.0)
         if not value_scale:
             value_scale = float(data["returns"].std()) or 1.0
             data["values"] = data["values"] * 0.0  # an untrained critic: its outputs were not in these units

@@ -105,11 +105,10 @@ def label(env: HeuristicSelectionEnv, futures: FutureModel, settings: RolloutSet
             start = fork.pending_job_s
             if selection.commit_s > 0:  # the candidate holds for commit_s, then the reference
                 policy: Any = Committed(make(selection.names[i]), now + selection.commit_s, lambda: make(reference))
-                policy.reset()
             else:  # its proposal now; the reference from the next decision on (agreed decisions are everyone's)
                 apply_action(fork, proposals[i])
                 policy = make(reference)
-                policy.reset()
+            policy.reset()
             costs[i, f] = fork.pending_job_s - start + rollout_cost(fork, policy,
                                                                      settings.horizon_s - (fork.time_s - now))
     for i in np.flatnonzero(~mask):  # an alias costs what its twin costs
@@ -187,10 +186,10 @@ def collect(env: HeuristicSelectionEnv, world: World, net: SelectionNet | None, 
     costs: list[np.ndarray] = []
     eligible: list[np.ndarray] = []
 
-    def at_decision(e: HeuristicSelectionEnv) -> None:
+    def at_decision(e: HeuristicSelectionEnv, obs: dict[str, np.ndarray], mask: np.ndarray) -> None:
         if rng.random() < settings.state_fraction:
-            observations.append(e.observe())
-            masks.append(e.action_masks())
+            observations.append(obs)
+            masks.append(mask)
             cost, ok = label(e, futures, settings, world.candidates[0], rng)
             costs.append(cost)
             eligible.append(ok)

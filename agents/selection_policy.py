@@ -10,9 +10,7 @@ the policy as it was. A model file (``model.zip``, written by :func:`save_model`
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from agents.selection import Selection, alias_mask
 from agents.selection_env import SelectionEncoder, selection_config
 from baselines import make
 from envs.core.errors import ConfigError
+from envs.core.files import write_atomically
 from envs.core.runtime import RuntimeConfig
 from envs.gymenv.observation import ObservationEncoder
 from envs.placement import PLACEMENT_RULES
@@ -78,14 +77,8 @@ def save_model(path: str | Path, net: SelectionNet, meta: Mapping[str, Any]) -> 
     """Write ``net`` and ``meta`` (the candidates, commit_s, env settings: plain values) to ``path`` atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save({"state": net.state_dict(), "dims": net.dims, "meta": dict(meta)}, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    saved = {"state": net.state_dict(), "dims": net.dims, "meta": dict(meta)}
+    write_atomically(path, lambda partial: torch.save(saved, partial))
 
 
 def load_model(path: str | Path) -> tuple[SelectionNet, dict[str, Any]]:
@@ -101,45 +94,42 @@ def load_model(path: str | Path) -> tuple[SelectionNet, dict[str, Any]]:
     return net, meta
 
 
+def most_probable(net: SelectionNet, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
+    """The candidate ``net`` finds most probable at one decision (masked candidates never)."""
+    with torch.no_grad():
+        logits, _ = net(*batch([obs], [mask]))
+    return int(logits[0].argmax())
+
+
 class SelectionModelPolicy:
     """A trained selection model as a policy: the candidates propose, the model picks at contested decisions
     (the most probable candidate)."""
 
-    def __init__(self, path: str | Path, net: SelectionNet | None = None, meta: Mapping[str, Any] | None = None,
-                 name: str | None = None) -> None:
-        if net is None or meta is None:
-            net, meta = load_model(path)
-        self.net, self.meta = net, dict(meta)
-        self.name = name or str(path)
+    def __init__(self, net: SelectionNet, meta: Mapping[str, Any], name: str) -> None:
+        self.net, self.meta, self.name = net, dict(meta), name
         self.selection = Selection(list(self.meta["candidates"]), make, float(self.meta["commit_s"]))
         self.config = selection_config(dict(self.meta.get("env") or {}), {})
-        self._encoders: dict[int, SelectionEncoder] = {}
+        self._encoder: SelectionEncoder | None = None
+
+    @classmethod
+    def load(cls, path: str | Path) -> SelectionModelPolicy:
+        """The model saved at ``path``, named by its path."""
+        net, meta = load_model(path)
+        return cls(net, meta, str(path))
 
     def reset(self) -> None:
         self.selection.reset()
-        for encoder in self._encoders.values():
-            encoder.encoder.start_episode()
-
-    def _encoder(self, view: View) -> SelectionEncoder:
-        encoder = self._encoders.get(id(view.cluster))
-        if encoder is None:
-            rules = [PLACEMENT_RULES[name] for name in self.config.placement_rules]
-            runtime = RuntimeConfig.named(self.config.runtime_model)
-            encoder = SelectionEncoder(ObservationEncoder(view.cluster, self.config, runtime, rules),
-                                       len(self.selection.names))
-            self._encoders[id(view.cluster)] = encoder
-        return encoder
+        if self._encoder is not None:
+            self._encoder.encoder.start_episode()
 
     def act(self, view: View) -> Action:
         action, proposals = self.selection.decide(view)
         if action is not None:
             return action
-        return self.selection.choose(self.pick(view, proposals), view, proposals)
-
-    def pick(self, view: View, proposals: list[Action]) -> int:
-        """The most probable unmasked candidate at this contested decision."""
-        obs = self._encoder(view).encode(view, proposals)
-        mask = alias_mask(proposals)
-        with torch.no_grad():
-            logits, _ = self.net(*batch([obs], [mask]))
-        return int(logits[0].argmax())
+        if self._encoder is None or self._encoder.encoder.cluster is not view.cluster:
+            rules = [PLACEMENT_RULES[name] for name in self.config.placement_rules]
+            runtime = RuntimeConfig.named(self.config.runtime_model)
+            self._encoder = SelectionEncoder(ObservationEncoder(view.cluster, self.config, runtime, rules),
+                                             len(self.selection.names))
+        pick = most_probable(self.net, self._encoder.encode(view, proposals), alias_mask(proposals))
+        return self.selection.choose(pick, view, proposals)

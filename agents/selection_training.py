@@ -10,9 +10,7 @@ else; test seeds never reach a recipe. For a trace the seeds are the first jobs 
 from __future__ import annotations
 
 import math
-import os
 import pickle
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,11 +21,12 @@ import numpy as np
 import torch
 
 from agents.selection_env import HeuristicSelectionEnv
-from agents.selection_policy import SelectionModelPolicy, SelectionNet
+from agents.selection_policy import SelectionModelPolicy, SelectionNet, most_probable
 from baselines import make
 from envs.core.errors import ConfigError
+from envs.core.files import write_atomically
 from envs.core.metrics import summarize
-from envs.scenario import scenario, training_streams
+from envs.scenario import Scenario, scenario, training_streams
 from envs.sim import simulate
 from envs.workload.futures import FutureModel
 from envs.workload.table import Workload
@@ -60,10 +59,14 @@ class World:
         if len(self.validation) < 1 or len(self.train) < 1:
             raise ConfigError("a world needs training and validation seeds")
 
+    def scenario(self, seed: int) -> Scenario:
+        """The run's world of seed (window start) ``seed``: cluster, workload, runtime model."""
+        window = (seed, self.window) if self.window else None
+        return scenario(self.workload, self.cluster, seed, self.load, window)
+
     def episode(self, seed: int) -> Workload:
         """The workload of seed (window start) ``seed``."""
-        window = (seed, self.window) if self.window else None
-        return scenario(self.workload, self.cluster, seed, self.load, window).workload
+        return self.scenario(seed).workload
 
     def env(self) -> HeuristicSelectionEnv:
         """A selection env of this world (episodes are given with :meth:`episode`)."""
@@ -85,7 +88,7 @@ class World:
         """Steady-state mean wait [s] of a policy on each of ``seeds``."""
         out = []
         for seed in seeds:
-            world = scenario(self.workload, self.cluster, seed, self.load, (seed, self.window) if self.window else None)
+            world = self.scenario(seed)
             log = simulate(world.cluster, world.workload, policy_factory(), world.runtime)
             out.append(summarize(log, self.metrics_window)["mean_wait_s"])
         return np.array(out)
@@ -103,41 +106,33 @@ class Step:
 
 
 def play(env: HeuristicSelectionEnv, workload: Workload, choose: Chooser,
-         at_decision: Callable[[HeuristicSelectionEnv], None] | None = None) -> tuple[list[Step], dict[str, float]]:
+         at_decision: Callable[[HeuristicSelectionEnv, dict[str, np.ndarray], np.ndarray], None] | None = None
+         ) -> tuple[list[Step], dict[str, float]]:
     """Run one episode of ``workload`` with ``choose``; (its contested decisions, the episode's metrics).
-    ``at_decision(env)`` is called at each decision before the choice (to label it)."""
+    ``at_decision(env, obs, mask)`` is called at each decision before the choice (to label it)."""
     obs, info = env.reset(options={"workload": workload})
     steps: list[Step] = []
     done = env.sim.done
-    metrics: dict[str, float] = {}
     while not done:
         mask = env.action_masks()
         time_s = env.sim.time_s
         if at_decision is not None:
-            at_decision(env)
+            at_decision(env, obs, mask)
         action = choose(obs, mask)
         next_obs, reward, done, _, info = env.step(action)
         steps.append(Step(obs, mask, action, reward, time_s))
         obs = next_obs
-    if "episode_metrics" in info:
-        metrics = info["episode_metrics"]
-    return steps, metrics
+    return steps, info.get("episode_metrics", {})
 
 
 def greedy(net: SelectionNet) -> Chooser:
     """The network's most probable candidate."""
-    from agents.selection_policy import batch
-
-    def choose(obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
-        with torch.no_grad():
-            logits, _ = net(*batch([obs], [mask]))
-        return int(logits[0].argmax())
-    return choose
+    return lambda obs, mask: most_probable(net, obs, mask)
 
 
 def validate(world: World, net: SelectionNet) -> tuple[float, np.ndarray]:
     """(mean over the validation seeds of model/reference mean wait, the model's per-seed mean waits [s])."""
-    model = world.mean_wait_s(lambda: SelectionModelPolicy("validation", net, world.meta(), "model"), world.validation)
+    model = world.mean_wait_s(lambda: SelectionModelPolicy(net, world.meta(), "model"), world.validation)
     reference = reference_waits(world)
     return float(np.mean(model) / np.mean(reference)), model
 
@@ -164,14 +159,7 @@ def new_net(env: HeuristicSelectionEnv, hidden: int, seed: int) -> SelectionNet:
 def save_checkpoint(run_dir: Path, state: Mapping[str, Any]) -> None:
     """Write the recipe's ``state`` (tensors and plain values only) to ``run_dir/checkpoint.pt`` atomically."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{CHECKPOINT_FILE}.", dir=run_dir)
-    os.close(fd)
-    try:
-        torch.save(dict(state), tmp)
-        os.replace(tmp, run_dir / CHECKPOINT_FILE)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_atomically(run_dir / CHECKPOINT_FILE, lambda partial: torch.save(dict(state), partial))
 
 
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:

@@ -93,8 +93,8 @@ def test_every_episode_of_a_group_replays_the_same_workload(monkeypatch):
 
     monkeypatch.setattr(group_ppo, "play", spy)
     settings = GroupPPOSettings(groups=2, group_size=3)
-    net = group_ppo.new_net(TINY.env(), 16, 0)
-    group_ppo.collect(net, TINY, settings, iteration=0, seed=0, value_scale=1.0)
+    env = TINY.env()
+    group_ppo.collect(env, group_ppo.new_net(env, 16, 0), TINY, settings, iteration=0, seed=0, value_scale=1.0)
     assert len(seen) == 6
     for g in range(2):
         members = seen[3 * g: 3 * g + 3]
@@ -216,8 +216,9 @@ def test_the_reference_baseline_gives_the_reference_no_advantage(monkeypatch):
 
     monkeypatch.setattr(group_ppo, "_sampler", always_reference)
     settings = GroupPPOSettings(groups=1, group_size=1, baseline="reference")
-    net = group_ppo.new_net(TINY.env(), 16, 0)
-    data = group_ppo.collect(net, TINY, settings, iteration=0, seed=0, value_scale=1.0)
+    env = TINY.env()
+    data = group_ppo.collect(env, group_ppo.new_net(env, 16, 0), TINY, settings, iteration=0, seed=0,
+                             value_scale=1.0)
     assert len(data["advantages"]) > 50
     assert data["advantages"].abs().max() == 0.0  # the same decisions at the same times: nothing gained or lost
     assert data["returns"].abs().max() > 0
