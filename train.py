@@ -270,6 +270,7 @@ def train_recipe_run(args: Args, config: dict[str, Any]) -> int:
 def selection_world(section: dict[str, Any]) -> Any:
     """The :class:`~agents.selection_training.World` of a recipe's ``world:`` section."""
     from agents.selection_training import World
+    from baselines import make
     from evaluation.learning import CASES, STEADY_STATE
 
     known = {case.name: case for case in CASES}
@@ -279,6 +280,11 @@ def selection_world(section: dict[str, Any]) -> Any:
     candidates = section.get("candidates", 4)
     if isinstance(candidates, int):
         candidates = validation_ranking_of(case)[:candidates]
+    for name in candidates:
+        try:
+            make(name)
+        except ConfigError as exc:
+            raise ConfigError(f"world.candidates: {exc}") from None
     train = tuple(section.get("train_seeds") or case.train)
     held = set(case.validation) | set(case.test)
     if case.window:  # trace windows: a training window may not overlap a held-out one

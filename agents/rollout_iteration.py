@@ -51,7 +51,7 @@ from agents.selection_training import (
     validate,
 )
 from baselines import make
-from baselines.lookahead import Committed, draw_future, rollout_cost
+from baselines.lookahead import MAX_FUTURES, Committed, draw_future, rollout_cost
 from envs.core.errors import ConfigError
 from envs.sim.loop import apply_action
 from envs.workload.futures import FutureModel
@@ -78,6 +78,8 @@ class RolloutSettings:
         for key in ("iterations", "episodes", "futures", "epochs", "batch_size", "hidden"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ConfigError(f"rollout.{key}: must be an integer >= 1, got {getattr(self, key)!r}")
+        if self.futures > MAX_FUTURES:
+            raise ConfigError(f"rollout.futures: at most {MAX_FUTURES}, got {self.futures}")
         if not 0 < self.state_fraction <= 1:
             raise ConfigError(f"rollout.state_fraction: must be in (0, 1], got {self.state_fraction!r}")
         for key in ("horizon_s", "tau", "learning_rate"):

@@ -236,3 +236,7 @@ def test_a_world_keeps_training_away_from_held_out_seeds_and_windows():
         selection_world({"case": "philly", "candidates": ["sjf", "saf"], "train_seeds": [10000, 100001]})
     with pytest.raises(ConfigError, match="unknown 'nope'"):
         selection_world({"case": "nope"})
+    with pytest.raises(ConfigError, match=r"world\.candidates: policy 'nope'"):
+        selection_world({"case": "whole-gpu@1.5", "candidates": ["sjf", "nope"]})
+    with pytest.raises(ConfigError, match=r"rollout\.futures: at most 64"):
+        recipe_settings("rollout", {"futures": 10**9})
