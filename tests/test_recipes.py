@@ -240,3 +240,20 @@ def test_a_world_keeps_training_away_from_held_out_seeds_and_windows():
         selection_world({"case": "whole-gpu@1.5", "candidates": ["sjf", "nope"]})
     with pytest.raises(ConfigError, match=r"rollout\.futures: at most 64"):
         recipe_settings("rollout", {"futures": 10**9})
+
+
+def test_train_py_runs_a_recipe_and_resumes_it(tmp_path, capsys):
+    from train import main
+
+    run = tmp_path / "run"
+    sets = ["rollout.iterations=1", "rollout.episodes=1", "rollout.futures=1", "rollout.epochs=1",
+            "rollout.state_fraction=0.02", "rollout.horizon_s=900", "world.commit_s=3600"]
+    argv = ["--config", str(ROOT / "configs" / "experiments" / "select_rollout.yaml"), "--run-dir", str(run)]
+    assert main([*argv, *(x for s in sets for x in ("--set", s))]) == 0
+    resolved = yaml.safe_load((run / "config.yaml").read_text())
+    assert resolved["world"]["candidates"][0] == "sjf+greedy/topology" and resolved["seed"] == 0
+    assert (run / "model.zip").is_file() and (run / "best_model.zip").is_file()
+    first = capsys.readouterr().out
+    assert "iteration 0:" in first and "x reference" in first
+    assert main(["--resume", "--run-dir", str(run)]) == 0  # already at its last iteration: nothing more to train
+    assert "iteration 0:" not in capsys.readouterr().out
