@@ -239,6 +239,7 @@ def train_recipe_run(args: Args, config: dict[str, Any]) -> int:
     from agents.model_file import CONFIG_FILE
     from agents.recipes import recipe_settings, train_recipe
     from envs.core.files import write_text_atomically
+    from evaluation.learning import selection_world
 
     recipe = str(config["recipe"])
     settings = recipe_settings(recipe, config.get(recipe))
@@ -265,50 +266,6 @@ def train_recipe_run(args: Args, config: dict[str, Any]) -> int:
           f"{result['best_validation_ratio']:.3f} x the reference's; models: {run_dir / 'model.zip'}, "
           f"{run_dir / BEST_MODEL}")
     return 0
-
-
-def selection_world(section: dict[str, Any]) -> Any:
-    """The :class:`~agents.selection_training.World` of a recipe's ``world:`` section."""
-    from agents.selection_training import World
-    from baselines import make
-    from evaluation.learning import CASES, STEADY_STATE
-
-    known = {case.name: case for case in CASES}
-    if section["case"] not in known:
-        raise ConfigError(f"world.case: unknown {section['case']!r} (known: {', '.join(known)})")
-    case = known[section["case"]]
-    candidates = section.get("candidates", 4)
-    if isinstance(candidates, int):
-        candidates = validation_ranking_of(case)[:candidates]
-    for name in candidates:
-        try:
-            make(name)
-        except ConfigError as exc:
-            raise ConfigError(f"world.candidates: {exc}") from None
-    train = tuple(section.get("train_seeds") or case.train)
-    held = set(case.validation) | set(case.test)
-    if case.window:  # trace windows: a training window may not overlap a held-out one
-        held_out = sorted(t for t in train if any(abs(t - h) < case.window for h in held))
-    else:
-        held_out = sorted(set(train) & held)
-    if held_out:
-        raise ConfigError(f"world.train_seeds: {held_out[:5]} are (or overlap) validation or test seeds of "
-                          f"{case.name}")
-    return World(case.workload, case.cluster, case.load, tuple(candidates), train, case.validation,
-                 float(section.get("commit_s", 0.0)), case.window, STEADY_STATE)
-
-
-def validation_ranking_of(case: Any) -> list[str]:
-    """The learning suite's candidates ranked on ``case``'s validation seeds (best first), as evaluate.py ranks
-    them (one process; a few minutes per case on 2 cores)."""
-    from evaluation.learning import CANDIDATES, validation_ranking
-    from evaluation.runner import run
-
-    rows = [run(case.spec(policy, seed))[0] for policy in CANDIDATES for seed in case.validation]
-    ranking = validation_ranking(rows, [case], CANDIDATES)[case.name]
-    print(f"reference for {case.name}: {ranking[0]} (best of {len(CANDIDATES)} on {len(case.validation)} "
-          "validation seeds)")
-    return ranking
 
 
 def make_vec(env_id: str, env_overrides: dict[str, Any], n_envs: int, seed: int) -> Any:
@@ -364,7 +321,7 @@ def resolve_teacher(name: str) -> str:
     """A teacher's heuristic: ``name`` itself, or for ``reference:CASE`` the learning suite's reference of CASE."""
     if not name.startswith(REFERENCE_PREFIX):
         return name
-    from evaluation.learning import CASES
+    from evaluation.learning import CASES, validation_ranking_of
 
     known = {case.name: case for case in CASES}
     case = name[len(REFERENCE_PREFIX):]

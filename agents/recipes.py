@@ -5,7 +5,8 @@
   ``group_ppo:``.
 
 ``train.py`` resolves the ``world:`` section (a learning-suite case, the candidates ranked on its validation seeds)
-into a :class:`~agents.selection_training.World` and calls :func:`train_recipe`.
+into a :class:`~agents.selection_training.World` (:func:`evaluation.learning.selection_world`) and calls
+:func:`train_recipe`.
 """
 
 from __future__ import annotations

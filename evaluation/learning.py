@@ -14,15 +14,20 @@ reference and any model) and *test* (what the tables report; never used to train
 3. every policy is compared with the reference seed by seed (:mod:`evaluation.paired`): the ratio of mean wait
    with a paired 95 % bootstrap interval, guard metrics beside it, and the seeds a 10 % difference needs.
 
+:func:`selection_world` turns a case into the world a training recipe of :mod:`agents.recipes` uses: the same
+seed ranges (training only from the train range), the reference first among the candidates.
+
 Metrics are those of the steady state (:data:`STEADY_STATE`: the first and last 10 % of the jobs by submit time
 left out).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from envs.core.errors import ConfigError
 from evaluation.aggregate import group_by
 from evaluation.runner import DEFAULT_TRAIN_SEEDS, RunSpec
 from evaluation.suites import SHARED_TRACES
@@ -129,3 +134,45 @@ def planner_names(case: Case, ranking: Sequence[str]) -> dict[str, str]:
     names = {label: f"lookahead:c={c}:every={case.every}:{setting}" for label, setting in PLANNER_SETTINGS.items()}
     names["hindsight"] = f"hindsight:c={c}:every={case.every}"
     return names
+
+
+def selection_world(section: Mapping[str, Any]) -> Any:
+    """The :class:`~agents.selection_training.World` of a recipe's ``world:`` section."""
+    from agents.selection_training import World  # here: the harness's start-up stays free of torch
+    from baselines import make
+
+    known = {case.name: case for case in CASES}
+    if section["case"] not in known:
+        raise ConfigError(f"world.case: unknown {section['case']!r} (known: {', '.join(known)})")
+    case = known[section["case"]]
+    candidates = section.get("candidates", 4)
+    if isinstance(candidates, int):
+        candidates = validation_ranking_of(case)[:candidates]
+    for name in candidates:
+        try:
+            make(name)
+        except ConfigError as exc:
+            raise ConfigError(f"world.candidates: {exc}") from None
+    train = tuple(section.get("train_seeds") or case.train)
+    held = set(case.validation) | set(case.test)
+    if case.window:  # trace windows: a training window may not overlap a held-out one
+        held_out = sorted(t for t in train if any(abs(t - h) < case.window for h in held))
+    else:
+        held_out = sorted(set(train) & held)
+    if held_out:
+        raise ConfigError(f"world.train_seeds: {held_out[:5]} are (or overlap) validation or test seeds of "
+                          f"{case.name}")
+    return World(case.workload, case.cluster, case.load, tuple(candidates), train, case.validation,
+                 float(section.get("commit_s", 0.0)), case.window, STEADY_STATE)
+
+
+def validation_ranking_of(case: Case) -> list[str]:
+    """The learning suite's candidates ranked on ``case``'s validation seeds (best first), as evaluate.py ranks
+    them (one process; a few minutes per case on 2 cores)."""
+    from evaluation.runner import run
+
+    rows = [run(case.spec(policy, seed))[0] for policy in CANDIDATES for seed in case.validation]
+    ranking = validation_ranking(rows, [case], CANDIDATES)[case.name]
+    print(f"reference for {case.name}: {ranking[0]} (best of {len(CANDIDATES)} on {len(case.validation)} "
+          "validation seeds)")
+    return ranking

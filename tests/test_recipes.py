@@ -225,7 +225,7 @@ def test_the_reference_baseline_gives_the_reference_no_advantage(monkeypatch):
 
 
 def test_a_world_keeps_training_away_from_held_out_seeds_and_windows():
-    from train import selection_world
+    from evaluation.learning import selection_world
 
     world = selection_world({"case": "whole-gpu@1.5", "candidates": ["sjf", "saf"]})
     assert world.train == tuple(range(100000, 100008)) and world.validation == tuple(range(1000, 1010))
