@@ -35,6 +35,7 @@ from headroom import case_table, machine, read_rows  # noqa: E402
 from envs.core.files import write_text_atomically  # noqa: E402
 from evaluation.learning import CASES, STEADY_STATE  # noqa: E402
 from evaluation.paired import paired_comparison  # noqa: E402
+from evaluation.suites import SHARED_TRACES  # noqa: E402
 
 CASE_CANDIDATES = {
     "whole-gpu@1.0": ["saf+easy/topology", "unicep+greedy/topology", "sjf+greedy/topology", "saf+greedy/pack"],
@@ -62,16 +63,31 @@ TRIED = {
 fitted harder (no KL anchor, sharper targets), choices held for an hour, and PPO against the reference's replay
 with a larger step and more exploration."""
 
+OLD_LABEL = "fine-env PPO"
+"""The earlier agents' rows: ``vec_default.yaml`` (imitation of ``saf+greedy/topology``, then PPO on the batched
+engine, choosing a job slot × placement rule at every decision) at the case's load."""
+LUBLIN_TRACE = SHARED_TRACES / "lublin-synthetic" / "lublin_256.swf"
+LUBLIN_RUNS = {
+    "bf": ["env.backfill=true", "env.sampling=outside_test", "pretrain.teacher=f1/sjf@0.5", "pretrain.dagger_rounds=2"],
+    "nobf": ["env.backfill=false", "env.sampling=outside_test", "pretrain.teacher=f1/sjf@0.5",
+             "pretrain.dagger_rounds=2"],
+}
+"""The RLScheduler study's best recipe (``lublin_imitation.yaml``: imitation of ``f1/sjf@0.5`` with two DAgger
+rounds, then PPO, trained outside the test windows), with the peer's backfill and without."""
+LUBLIN_TEACHER = {"bf": "rls:f1/sjf@0.5+rlsbackfill", "nobf": "rls:f1/sjf@0.5"}
+
 
 def run_dir(case: str, recipe: str, seed: int) -> Path:
     return OUT / case / f"{recipe}-s{seed}"
 
 
-def train_one(recipe: str, seed: int, folder: Path, sets: list[str]) -> None:
-    """Train (or resume) one run of ``recipe`` into ``folder``, its log beside it."""
+def train_one(config: str, seed: int, folder: Path, sets: list[str]) -> None:
+    """Train (or resume) one run of ``configs/experiments/CONFIG.yaml`` into ``folder`` on one torch thread, its
+    log beside it."""
     args = (["--resume", "--run-dir", str(folder)] if (folder / "config.yaml").exists() else
-            ["--config", str(ROOT / "configs" / "experiments" / f"select_{recipe}.yaml"), "--seed", str(seed),
+            ["--config", str(ROOT / "configs" / "experiments" / f"{config}.yaml"), "--seed", str(seed),
              "--run-dir", str(folder), *(item for s in sets for item in ("--set", s))])
+    args += ["--threads", "1"]
     with folder.with_name(folder.name + ".log").open("a") as log:
         subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, check=True, stdout=log,
                        stderr=subprocess.STDOUT)
@@ -93,7 +109,7 @@ def train(cases: list[str], recipes: list[str], seeds: list[int]) -> None:
         (OUT / case).mkdir(parents=True, exist_ok=True)
         for recipe in recipes:
             for seed in seeds:
-                train_one(recipe, seed, run_dir(case, recipe, seed), case_sets(case))
+                train_one(f"select_{recipe}", seed, run_dir(case, recipe, seed), case_sets(case))
 
 
 def tried(names: list[str]) -> None:
@@ -102,13 +118,36 @@ def tried(names: list[str]) -> None:
     (OUT / "tried").mkdir(parents=True, exist_ok=True)
     for name in names:
         recipe, sets = TRIED[name]
-        train_one(recipe, 0, OUT / "tried" / name, [*case_sets(TRIED_CASE), *sets])
+        train_one(f"select_{recipe}", 0, OUT / "tried" / name, [*case_sets(TRIED_CASE), *sets])
+
+
+def old_sets(case: str) -> list[str]:
+    """The --set overrides that point ``vec_default.yaml`` (the earlier agents' recipe) at a synthetic case: its
+    load, validation on the case's validation seeds (never its test seeds) and a final evaluation there."""
+    spec = next(c for c in CASES if c.name == case)
+    seeds = ", ".join(map(str, spec.validation))
+    return [f"env.load_factor={spec.load}", f"eval.load={spec.load}", f"train.eval_seeds=[{seeds}]",
+            f"eval.seeds=[{', '.join(map(str, spec.validation[:3]))}]", "eval.heuristics=[saf+greedy/topology]"]
+
+
+def old(cases: list[str], seeds: list[int]) -> None:
+    """Train (or resume) the earlier agents: ``vec_default.yaml`` on each synthetic case into
+    ``runs/learning/CASE/old-sSEED``; for ``lublin``, the RLScheduler study's best recipe in both backfill modes
+    into ``runs/learning/lublin/{LUBLIN_RUNS}-sSEED``."""
+    for case in cases:
+        (OUT / case).mkdir(parents=True, exist_ok=True)
+        for seed in seeds:
+            if case == "lublin":
+                for label, sets in LUBLIN_RUNS.items():
+                    train_one("lublin_imitation", seed, OUT / case / f"{label}-s{seed}", sets)
+            else:
+                train_one("vec_default", seed, run_dir(case, "old", seed), old_sets(case))
 
 
 def finished(folder: Path) -> bool:
-    """Whether the run in ``folder`` has trained to its end (train.py's last line is in its log)."""
+    """Whether the run in ``folder`` has trained to its end (train.py's "trained ... in N s" line is in its log)."""
     log = folder.with_name(folder.name + ".log")
-    return log.exists() and "trained in" in log.read_text()
+    return log.exists() and re.search(r"^trained\b.* in \d+ s", log.read_text(), re.M) is not None
 
 
 def history(folder: Path) -> list[dict]:
@@ -132,6 +171,49 @@ def evaluate(case, reference: str, models: dict[str, Path]) -> list[dict]:
         rows = [{**row, "seed": float(re.search(r"\[(\d+):\d+\]$", row["workload"])[1])} for row in rows]
     return [{**row, "policy": names.get(row["policy"], row["policy"]), "workload": case.name}  # as the headroom rows
             for row in rows]
+
+
+def lublin_section(seeds: list[int]) -> str:
+    """The RLScheduler protocol (Lublin-256, the peer's 10 test sequences of 1024 jobs, mean bounded slowdown):
+    the earlier agents of :data:`LUBLIN_RUNS` against ``f1/sjf@0.5`` in each backfill mode, sequence by sequence,
+    with paired intervals (``runs/learning/lublin/eval``, resumable)."""
+    runs = {(mode, seed): OUT / "lublin" / f"{mode}-s{seed}" for mode in LUBLIN_RUNS for seed in seeds
+            if finished(OUT / "lublin" / f"{mode}-s{seed}")}
+    if not runs:
+        return ""
+    names = {f"rls:{folder / 'best_model.zip'}": f"PPO {mode} s{seed}" for (mode, seed), folder in runs.items()}
+    out = OUT / "lublin" / "eval"
+    subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--suite", "rlscheduler", "--workload",
+                    f"swf:{LUBLIN_TRACE}", "--policies", ",".join([*LUBLIN_TEACHER.values(), *names]),
+                    "--out", str(out), "--no-plots", "--json"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    rows = [{**row, "policy": names.get(row["policy"], row["policy"])} for row in read_rows(out / "results.csv")]
+    by = {(row["policy"], int(row["seed"])): row for row in rows}
+    windows = sorted({int(row["seed"]) for row in rows})
+    lines, summary = [], []
+    for mode, teacher in LUBLIN_TEACHER.items():
+        agents = [names[n] for n in names if names[n].startswith(f"PPO {mode} ")]
+        columns = [teacher, *agents]
+        lines += [f"| sequence | {' | '.join(f'`{c}`' for c in columns)} |", "|---:|" + "---:|" * len(columns)]
+        for w in windows:
+            lines.append(f"| {w} | {' | '.join(format(by[(c, w)]['mean_bsld'], '.2f') for c in columns)} |")
+        means = [f"**{by_mean(rows, c, 'mean_bsld'):.2f}**" for c in columns]
+        lines += [f"| **mean** | {' | '.join(means)} |", ""]
+        for e in paired_comparison([row for row in rows if row["policy"] in columns], teacher, "mean_bsld")[1:]:
+            policy = e["policy"]
+            summary.append(f"- `{policy}` against `{teacher}`: mean bounded slowdown {e['mean']:.2f} "
+                           f"({by_mean(rows, teacher, 'mean_bsld'):.2f}), ratio {e['ratio']:.3f} "
+                           f"[{e['ratio_ci'][0]:.3f}, {e['ratio_ci'][1]:.3f}] over {len(windows)} sequences; "
+                           f"utilization {by_mean(rows, policy, 'utilization'):.3f} "
+                           f"({by_mean(rows, teacher, 'utilization'):.3f}), mean wait "
+                           f"{by_mean(rows, policy, 'mean_wait_s'):,.0f} s "
+                           f"({by_mean(rows, teacher, 'mean_wait_s'):,.0f} s)")
+    return "\n".join([*summary, "", "Mean bounded slowdown per test sequence:", "", *lines])
+
+
+def by_mean(rows: list[dict], policy: str, metric: str) -> float:
+    """The mean of ``metric`` over ``policy``'s rows."""
+    values = [row[metric] for row in rows if row["policy"] == policy]
+    return sum(values) / len(values)
 
 
 def curves(case: str, runs: list[tuple[str, int]]) -> str:
@@ -187,10 +269,12 @@ def case_section(name: str, recipes: list[str], seeds: list[int], learning: dict
     ranking = learning["validation_ranking"][name]
     runs = [(r, s) for r in recipes for s in seeds if finished(run_dir(name, r, s))]
     models = {f"{r} s{s}": run_dir(name, r, s) / "best_model.zip" for r, s in runs}
-    rows = evaluate(case, reference, models)
+    old_models = {f"{OLD_LABEL} s{s}": run_dir(name, "old", s) / "best_model.zip" for s in seeds
+                  if finished(run_dir(name, "old", s))}
+    rows = evaluate(case, reference, {**models, **old_models})
     rows += [r for r in read_rows(HEADROOM / "results.csv") if r["workload"] == name
              and r["policy"] in ("lookahead-A", "lookahead-B", "hindsight")]
-    order = [reference, *models, "lookahead-A", "lookahead-B", "hindsight"]
+    order = [reference, *models, *old_models, "lookahead-A", "lookahead-B", "hindsight"]
     entries = sorted((e for e in paired_comparison(rows, reference) if e["policy"] in order),
                      key=lambda e: order.index(e["policy"]))
     by = {e["policy"]: e for e in entries}
@@ -217,6 +301,7 @@ Candidates, with their rank among the 26 heuristics on the validation seeds: {ra
 schedule every test seed exactly as the reference does.
 
 {case_table(entries, [e['policy'] for e in entries])}
+{old_note(old_models)}{window_table(rows, order) if case.window else ""}
 
 Validation during training (mean wait over the reference's, {len(case.validation)} validation \
 {'windows' if case.window else 'seeds'}, by iteration):
@@ -228,6 +313,28 @@ What the rollout policies make of their own labels:
 {diag_lines}
 """
     return text, {"best": best, "hindsight": by["hindsight"], "same": same, "models": len(models)}
+
+
+def old_note(old_models: dict[str, Path]) -> str:
+    """A line on the earlier agents' rows, when there are any."""
+    if not old_models:
+        return ""
+    return (f"\n`{OLD_LABEL}` rows: the earlier agents' recipe (`vec_default.yaml`: imitation of "
+            "`saf+greedy/topology`, then PPO on the batched engine, choosing a job slot and a placement rule at "
+            "every decision) trained at this load, `best_model.zip` chosen on the validation seeds.\n")
+
+
+def window_table(rows: list[dict], order: list[str]) -> str:
+    """Per test window: the reference's mean wait and every other policy's over it (rows of ``order``)."""
+    by = {(row["policy"], int(row["seed"])): row["mean_wait_s"] for row in rows if row["policy"] in order}
+    windows = sorted({seed for policy, seed in by if policy == order[0]})
+    lines = ["\nPer test window (first job): the reference's mean wait and each policy's over it.\n",
+             f"| window | `{order[0]}` [s] | {' | '.join(order[1:])} |", "|---:|---:|" + "---:|" * (len(order) - 1)]
+    for w in windows:
+        reference = by[(order[0], w)]
+        cells = [format(by[(p, w)] / reference, ".3f") if reference > 0 else "-" for p in order[1:]]
+        lines.append(f"| {w:,} | {reference:,.0f} | {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n"
 
 
 def page(date: str, cases: list[str], recipes: list[str], seeds: list[int]) -> str:
@@ -343,7 +450,7 @@ python docs/results/learning.py page                                  # evaluati
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("train", "tried", "page"))
+    parser.add_argument("step", choices=("train", "old", "tried", "page"))
     parser.add_argument("--variants", default=",".join(TRIED), help="the variants the tried step trains")
     parser.add_argument("--cases", default=",".join(CASE_CANDIDATES))
     parser.add_argument("--recipes", default=",".join(RECIPES))
@@ -355,6 +462,9 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     if args.step == "train":
         train(cases, recipes, seeds)
+        return 0
+    if args.step == "old":
+        old(cases, seeds)
         return 0
     if args.step == "tried":
         tried(args.variants.split(","))
