@@ -25,9 +25,11 @@ Progress bars (imitation, PPO steps and the latest validation score) go to stder
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -67,6 +69,8 @@ class Args:
     """run folder (default: runs/{env}__{seed}__{time})"""
     resume: bool = False
     """continue the run in run_dir to its total: from model.zip, else from its newest checkpoint"""
+    overwrite: bool = False
+    """clear an existing train.py run folder first (without it or --resume, a run_dir holding anything is refused)"""
     eval: bool = True
     """evaluate the trained model beside the heuristics at the end"""
     progress: bool = True
@@ -100,6 +104,8 @@ def parse_args(argv: list[str] | None) -> Args:
     args = Args(**vars(parser.parse_args(argv)))
     if args.resume and args.run_dir is None:
         parser.error("argument --resume: needs --run-dir (the run to continue)")
+    if args.resume and args.overwrite:
+        parser.error("argument --overwrite: not allowed with --resume (one continues the run, the other clears it)")
     return args
 
 
@@ -114,7 +120,68 @@ def _field_doc(name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    return run_cli("train.py", lambda: train(args), args.debug)
+    return run_cli("train.py", lambda: held_train(args), args.debug)
+
+
+def resolve_device(text: str) -> str:
+    """The torch device ``--device`` names (``auto``: cuda when present, else cpu); a one-line ConfigError for a
+    device this machine does not have, rather than training elsewhere than the run folder records."""
+    import torch
+
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if text.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(text.partition(":")[2] or 0)
+        if index >= count:
+            raise ConfigError(f"--device {text}: this machine has {count} CUDA device(s); use --device auto or cpu")
+    if text == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("--device mps: not available on this machine; use --device auto or cpu")
+    return text
+
+
+def held_train(args: Args) -> int:
+    """:func:`train`, its run folder held by this process until the run ends (:func:`open_run_dir`)."""
+    with contextlib.ExitStack() as stack:
+        return train(args, stack)
+
+
+def open_run_dir(args: Args, default: Path, stack: contextlib.ExitStack) -> Path:
+    """The run folder, held by this process for as long as ``stack`` is open (a second train.py on it gets a
+    one-line error): ``--run-dir`` (a resumed run's as it is; a new run's created, and refused when it holds
+    anything unless ``--overwrite``, which clears a train.py run folder first), or a new folder named ``default``
+    (``default-2``, ... when that exists)."""
+    from agents.model_file import CONFIG_FILE
+    from envs.core.files import LOCK_FILE, folder_lock, new_folder
+
+    if args.run_dir is None:
+        folder = new_folder(default)
+        stack.enter_context(folder_lock(folder, f"run folder {folder}"))
+        return folder
+    folder = args.run_dir
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--run-dir {folder}: exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--run-dir {folder}: cannot create it ({exc.strerror or exc})") from None
+    stack.enter_context(folder_lock(folder, f"--run-dir {folder}"))
+    held = [child for child in folder.iterdir() if child.name != LOCK_FILE]
+    if args.resume or not held:
+        return folder
+    if not args.overwrite:
+        raise ConfigError(f"--run-dir {folder}: holds a run already; --resume continues it, --overwrite clears it "
+                          "first, or choose another folder")
+    if not (folder / CONFIG_FILE).is_file():
+        raise ConfigError(f"--run-dir {folder}: --overwrite clears only a train.py run folder (one with "
+                          f"{CONFIG_FILE}); this one has none, so nothing was removed")
+    for child in held:
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    print(f"--overwrite: cleared {folder}")
+    return folder
 
 
 def resume_source(run_dir: Path) -> Path:
@@ -132,8 +199,8 @@ def resume_source(run_dir: Path) -> Path:
     return steps[max(steps)]
 
 
-def train(args: Args) -> int:
-    """The training run ``args`` ask for; the exit status."""
+def train(args: Args, stack: contextlib.ExitStack) -> int:
+    """The training run ``args`` ask for, its run folder held while ``stack`` is open; the exit status."""
     import gymnasium as gym
     import torch
 
@@ -154,7 +221,7 @@ def train(args: Args) -> int:
     if args.set:
         check_experiment(config, f"{config_path.name} with --set")
     if config.get("recipe"):
-        return train_recipe_run(args, config)
+        return train_recipe_run(args, config, stack)
     source = resume_source(args.run_dir) if args.resume else None
     total = args.total_timesteps or int(config["total_timesteps"])
     engine = str(config.get("engine", "sb3"))
@@ -163,7 +230,7 @@ def train(args: Args) -> int:
         settings = dataclasses.replace(settings, num_envs=args.n_envs)
     n_envs = settings.num_envs if settings is not None else args.n_envs or int(config.get("n_envs", 1))
     seed = int(config.get("seed", args.seed)) if args.resume else args.seed
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    device = resolve_device(args.device)
     torch.set_num_threads(args.threads or ((os.cpu_count() or 1) if settings is not None else 1))
     env_id, env_overrides = str(config["env_id"]), dict(config.get("env") or {})
     if env_id not in gym.registry:
@@ -181,13 +248,13 @@ def train(args: Args) -> int:
     except ConfigError as exc:
         raise ConfigError(f"{config_path.name}: eval: {exc}") from exc
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = args.run_dir or ROOT / "runs" / f"{env_id.split('/')[-1]}__{seed}__{stamp}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = open_run_dir(args, ROOT / "runs" / f"{env_id.split('/')[-1]}__{seed}__{stamp}", stack)
     write_text_atomically(run_dir / CONFIG_FILE, yaml.safe_dump(resolved, sort_keys=False))
 
     vec = make_vec(env_id, env_overrides, n_envs, seed) if settings is None else None  # SB3's event envs
     if args.resume:
         model = load_model(source, resolved, env=vec, device=device)
+        model.tensorboard_log = str(run_dir / "tb")  # the run folder decides, not the model file's own entry
         print(f"resumed from {source} ({model.num_timesteps:,} steps; training to {total:,})")
     else:
         ppo, tb = config.get("ppo") or {}, str(run_dir / "tb")
@@ -230,7 +297,7 @@ def train(args: Args) -> int:
     return status
 
 
-def train_recipe_run(args: Args, config: dict[str, Any]) -> int:
+def train_recipe_run(args: Args, config: dict[str, Any], stack: contextlib.ExitStack) -> int:
     """A heuristic-selection recipe (``recipe:``): the world resolved from its learning-suite case (the candidates
     ranked on the case's validation seeds unless listed), trained in the run folder, resumable."""
     import torch
@@ -245,13 +312,12 @@ def train_recipe_run(args: Args, config: dict[str, Any]) -> int:
     settings = recipe_settings(recipe, config.get(recipe))
     seed = int(config.get("seed", args.seed)) if args.resume else args.seed
     torch.set_num_threads(args.threads or 1)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    device = resolve_device(args.device)
     world = selection_world(config["world"])
     resolved = {**config, "seed": seed, "device": device,
                 "world": {**config["world"], "candidates": list(world.candidates), "train_seeds": list(world.train)}}
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = args.run_dir or ROOT / "runs" / f"{recipe}__{world.workload.split(':')[0]}__{seed}__{stamp}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = open_run_dir(args, ROOT / "runs" / f"{recipe}__{world.workload.split(':')[0]}__{seed}__{stamp}", stack)
     write_text_atomically(run_dir / CONFIG_FILE, yaml.safe_dump(resolved, sort_keys=False))
     print(f"{recipe} on {config['world']['case']} (updates on {device}): candidates "
           f"{', '.join(world.candidates)} (the reference first); "

@@ -5,10 +5,11 @@ stable-baselines3's zip archive: ``data`` (JSON: the algorithm's settings, with 
 written as cloudpickle), ``policy.pth``, ``policy.optimizer.pth`` and ``pytorch_variables.pth`` (tensors) and two
 text files. Loading unpickles nothing from it:
 
-- every pickled entry of ``data`` is replaced by an object built here from the run folder's ``config.yaml`` (read
-  with ``yaml.safe_load``; :data:`REBUILT` lists them: the policy class (:class:`agents.network.SlotPolicy`), the
-  spaces of the env the config describes, the learning-rate and clip-range schedules and the network width of its
-  ``ppo:`` section, and ``None`` for the buffers and the last observation, which SB3 recreates);
+- every pickled entry of ``data`` is replaced by an object built here from the run folder's ``config.yaml`` (plain
+  YAML data: :func:`envs.core.files.read_yaml`; :data:`REBUILT` lists them: the policy class
+  (:class:`agents.network.SlotPolicy`), the spaces of the env the config describes, the learning-rate and
+  clip-range schedules and the network width of its ``ppo:`` section, and ``None`` for the buffers and the last
+  observation, which SB3 recreates);
 - a pickled entry that is not in that list makes the load refuse (:class:`~envs.core.errors.ConfigError`);
 - the tensors are read by torch with ``weights_only=True``, which refuses anything but tensors and plain containers.
 
@@ -29,10 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from envs.core.errors import ConfigError
-from envs.core.files import write_atomically
+from envs.core.files import read_yaml, write_atomically
 from envs.gymenv import EnvConfig, GPUClusterEnv
 from envs.peer.env import PeerEnvConfig, peer_spaces
 from envs.registration import PEER_ENV_ID
@@ -81,21 +80,26 @@ def rebuilt_entries(ppo: Mapping[str, Any], spaces: tuple[Any, Any]) -> dict[str
     return entries | dict.fromkeys(RECREATED)
 
 
-def run_config(model_path: str | Path) -> dict[str, Any]:
-    """The resolved config (``config.yaml``) of the train.py run folder holding ``model_path`` (a model of the run
-    folder or one of its checkpoints)."""
+def run_config_path(model_path: str | Path) -> Path:
+    """Where the ``config.yaml`` of the train.py run folder holding ``model_path`` is (beside a model of the run
+    folder, or beside the ``checkpoints`` folder of a checkpoint); it may not exist."""
     path = Path(model_path)
     config_path = path.with_name(CONFIG_FILE)
     if path.parent.name == CHECKPOINT_DIR and not config_path.exists():
         config_path = path.parent.with_name(CONFIG_FILE)
+    return config_path
+
+
+def run_config(model_path: str | Path) -> dict[str, Any]:
+    """The resolved config (``config.yaml``) of the train.py run folder holding ``model_path`` (a model of the run
+    folder or one of its checkpoints)."""
+    path = Path(model_path)
+    config_path = run_config_path(path)
     if not path.is_file():
         raise ConfigError(f"model {path}: no such file" if not path.exists() else f"model {path}: not a file")
     if not config_path.is_file():
         raise ConfigError(f"model {path}: {CONFIG_FILE} not found beside it (the run folder of train.py)")
-    try:
-        config = yaml.safe_load(config_path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{config_path}: not valid YAML: {exc}") from exc
+    config = read_yaml(config_path, "train.py run config")
     if not isinstance(config, dict) or "env_id" not in config:
         raise ConfigError(f"{config_path}: not a train.py run config (no env_id)")
     return config
@@ -111,16 +115,62 @@ def model_spaces(run: Mapping[str, Any]) -> tuple[Any, Any]:
     return built.observation_space, built.action_space
 
 
+MAX_DATA_BYTES = 16 * 2**20
+"""The largest ``data`` entry of a model file, uncompressed (SB3 writes a few KiB) [bytes]."""
+MAX_MODEL_BYTES = 2**31
+"""The most a model file's entries may hold, uncompressed (a zip bomb claims far more) [bytes]."""
+
+
+def check_archive(path: str | Path) -> None:
+    """Refuse a model file whose entries would unpack to more than :data:`MAX_MODEL_BYTES` (or whose ``data`` to
+    more than :data:`MAX_DATA_BYTES`), before anything is unpacked, and anything but a regular file (a device
+    such as ``/dev/zero`` would be read for ever); a :class:`ConfigError` naming it. A file that is no zip archive
+    passes, for its loader to refuse."""
+    if not Path(path).is_file():
+        raise ConfigError(f"model {path}: no such file" if not Path(path).exists() else f"model {path}: not a file")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            sizes = {info.filename: info.file_size for info in archive.infolist()}
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return  # not an archive at all: the loader says so in its own words
+    if sizes.get("data", 0) > MAX_DATA_BYTES or sum(sizes.values()) > MAX_MODEL_BYTES:
+        raise ConfigError(f"model {path}: its entries unpack to {sum(sizes.values()):,} bytes (data "
+                          f"{sizes.get('data', 0):,}); more than a model file holds, refusing to unpack it")
+
+
 def pickled_entries(path: str | Path) -> list[str]:
-    """The entries of a model file's ``data`` that are pickled (read as JSON; nothing is unpickled)."""
+    """The entries of a model file's ``data`` that are pickled (read as JSON; nothing is unpickled), the archive's
+    sizes checked first (:func:`check_archive`)."""
+    check_archive(path)
     try:
         with zipfile.ZipFile(path) as archive:
             data = json.loads(archive.read("data").decode())
-    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, json.JSONDecodeError, EOFError) as exc:
+    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, json.JSONDecodeError, EOFError, RecursionError) as exc:
         raise ConfigError(f"model {path}: not a readable model file ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"model {path}: not a readable model file (its data is not a JSON object)")
+    _check_entry_types(path, data)
     return sorted(k for k, v in data.items() if isinstance(v, dict) and ":serialized:" in v)
+
+
+def _check_entry_types(path: str | Path, data: Mapping[str, Any]) -> None:
+    """Refuse a ``data`` entry whose JSON type is not the one MaskablePPO writes (a number where it writes a number,
+    a mapping or null for ``*_kwargs``): SB3 would fail on it deep inside, or later."""
+    from agents.ppo import PPO_DEFAULTS
+
+    kinds = {key: (bool,) if isinstance(default, bool) else (int,) if isinstance(default, int) else
+             (int, float) if isinstance(default, float) else (dict, type(None))
+             for key, default in PPO_DEFAULTS.items() if key.endswith("_kwargs") or isinstance(default, (int, float))}
+    kinds |= {"num_timesteps": (int,), "_total_timesteps": (int,), "_n_updates": (int,)}
+    for key, allowed in kinds.items():
+        if key not in data:
+            continue
+        value = data[key]
+        if isinstance(value, dict) and ":serialized:" in value:
+            continue  # a pickled entry: rebuilt from the run's config, never unpickled
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ConfigError(f"model {path}: entry {key!r} is {type(value).__name__} {value!r:.40}, not "
+                              f"{' or '.join(t.__name__ for t in allowed)}; not a model file train.py wrote")
 
 
 def load_model(path: str | Path, run: Mapping[str, Any], env: Any = None, device: str = "cpu") -> Any:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.model_file import check_archive
 from agents.network import mlp
 from agents.selection import Selection, alias_mask
 from agents.selection_env import SelectionEncoder, selection_config
@@ -83,6 +84,7 @@ def save_model(path: str | Path, net: SelectionNet, meta: Mapping[str, Any]) -> 
 
 def load_model(path: str | Path) -> tuple[SelectionNet, dict[str, Any]]:
     """(the network, its meta) saved at ``path``; :class:`ConfigError` naming the file if it is not one."""
+    check_archive(path)
     try:
         saved = torch.load(Path(path), map_location="cpu", weights_only=True)
         net = SelectionNet(**saved["dims"])

@@ -12,7 +12,6 @@ import argparse
 import ast
 import dataclasses
 import inspect
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -21,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agents.selection_env import SELECT_ENV_ID, HeuristicSelectionEnv  # noqa: E402
+from envs.core.files import write_text_atomically  # noqa: E402
 from envs.gymenv.config import EnvConfig  # noqa: E402
 from envs.gymenv.env import GPUClusterEnv  # noqa: E402
 from envs.peer.env import PeerEnvConfig, PeerSchedEnv  # noqa: E402
@@ -103,9 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PAGE.relative_to(ROOT)} is stale: run python docs/make_env_md.py", file=sys.stderr)
             return 1
         return 0
-    partial = PAGE.with_name(PAGE.name + ".partial")
-    partial.write_text(text)
-    os.replace(partial, PAGE)
+    write_text_atomically(PAGE, text)
     print(f"wrote {PAGE.relative_to(ROOT)}")
     return 0
 

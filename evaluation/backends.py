@@ -4,8 +4,11 @@ list is in the order of the specs whatever the backend or the number of workers.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
@@ -44,7 +47,7 @@ def execute(specs: Sequence[RunSpec], workers: int = 1, backend: str = "local", 
         for i, spec in enumerate(specs):
             finished(i, run(spec))
     else:
-        with ProcessPoolExecutor(max_workers=workers, initializer=_one_thread) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_worker_start) as pool:
             futures = {pool.submit(run, spec): i for i, spec in enumerate(specs)}
             while futures:
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)
@@ -54,12 +57,25 @@ def execute(specs: Sequence[RunSpec], workers: int = 1, backend: str = "local", 
     return [results[i] for i in range(len(specs))]
 
 
-def _one_thread() -> None:
+PARENT_POLL_S = 0.5
+"""How often a worker checks that the process that started it is still alive [s]."""
+
+
+def _worker_start() -> None:
     """A forked worker runs one simulation: torch (when the parent loaded it, for a model) on one thread. Its
-    thread pool does not survive the fork, and a forked child that uses it hangs (a model row never finished)."""
+    thread pool does not survive the fork, and a forked child that uses it hangs (a model row never finished).
+    And it exits when its parent does, even a killed one (no orphan keeps computing)."""
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="exit-with-parent").start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this process as soon as its parent ``parent`` is gone (it is then adopted: its parent id changes)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def _connect_ray(workers: int, address: str | None) -> None:

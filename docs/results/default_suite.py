@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from envs.core.files import write_atomically  # noqa: E402
 from evaluation.aggregate import comparison_table, markdown_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -43,9 +44,7 @@ STEADY_KEYS = ("mean_wait_s", "p95_wait_s", "mean_bsld", "utilization")
 
 def replace_atomically(source: Path, target: Path) -> None:
     """Copy ``source`` beside ``target``, then move it over ``target``."""
-    partial = target.with_name(target.name + ".partial")
-    shutil.copyfile(source, partial)
-    os.replace(partial, target)
+    write_atomically(target, lambda partial: shutil.copyfile(source, partial))
 
 
 def run_evaluate(out: Path, *args: str) -> dict:

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from envs.core.dynamics import load_dynamics  # noqa: E402
+from envs.core.files import write_text_atomically  # noqa: E402
 from envs.scenario import scenario  # noqa: E402
 from evaluation.aggregate import markdown_table  # noqa: E402
 
@@ -135,9 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         text = Path(tmp) / "page.md"
         text.write_text(page(args.date, summary, args.seeds, args.workers))
         target = HERE / f"{args.date}-dynamics.md"
-        partial = target.with_name(target.name + ".partial")
-        partial.write_text(text.read_text())
-        os.replace(partial, target)
+        write_text_atomically(target, text.read_text())
     print(f"wrote {target}")
     return 0
 
