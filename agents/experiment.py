@@ -15,6 +15,7 @@ an unknown key or a value of the wrong type, before anything is trained.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 import yaml
 
 from envs.core.errors import ConfigError
-from envs.core.files import read_yaml
+from envs.core.files import parse_yaml, read_yaml
 
 Check = Callable[[Any], bool]
 
@@ -35,8 +36,20 @@ def _integer(minimum: int) -> tuple[Check, str]:
 
 def _number(positive: bool = False) -> tuple[Check, str]:
     def ok(v: Any) -> bool:
-        return isinstance(v, numbers.Real) and not isinstance(v, bool) and (v > 0 if positive else True)
-    return ok, "a number > 0" if positive else "a number"
+        return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) \
+            and (v > 0 if positive else True)
+    return ok, "a finite number > 0" if positive else "a finite number"
+
+
+def _within(low: float, high: float, low_open: bool = False, integer: bool = False) -> tuple[Check, str]:
+    """A number in [low, high] (``low_open``: (low, high]); ``integer``: an integer."""
+    def ok(v: Any) -> bool:
+        kind = isinstance(v, int) if integer else isinstance(v, numbers.Real) and math.isfinite(v)
+        return kind and not isinstance(v, bool) and (v > low if low_open else v >= low) and v <= high
+    what, text = ("an integer", "{:,}") if integer else ("a number", "{:g}")
+    return ok, f"{what} in {'(' if low_open else '['}{text.format(low)}, {text.format(high)}]"
+
+
 
 
 def _optional(check: tuple[Check, str]) -> tuple[Check, str]:
@@ -46,6 +59,19 @@ def _optional(check: tuple[Check, str]) -> tuple[Check, str]:
 def _list_of(check: tuple[Check, str]) -> tuple[Check, str]:
     return (lambda v: isinstance(v, list) and all(check[0](x) for x in v)), f"a list of {check[1].removeprefix('a ')}s"
 
+
+PPO_RANGES: dict[str, tuple[Check, str]] = {
+    "learning_rate": _within(0, 1, low_open=True), "n_steps": _within(1, 2**24, integer=True),
+    "batch_size": _within(1, 2**24, integer=True), "n_epochs": _within(1, 10_000, integer=True),
+    "gamma": _within(0, 1, low_open=True), "gae_lambda": _within(0, 1), "clip_range": _within(0, 10, low_open=True),
+    "clip_range_vf": _optional(_within(0, 10, low_open=True)), "ent_coef": _within(0, 1e3),
+    "vf_coef": _within(0, 1e3), "max_grad_norm": _within(0, 1e6, low_open=True),
+    "target_kl": _optional(_within(0, 1e3, low_open=True)), "stats_window_size": _within(1, 10**6, integer=True),
+    "verbose": _within(0, 2, integer=True), "hidden": _within(1, 4096, integer=True),
+    "learning_rate_end": _within(0, 1, low_open=True),
+}
+"""The range of each numeric ``ppo:`` key: values that MaskablePPO would accept and then fail on hours later (a
+batch of 0, a NaN discount) are refused before training."""
 
 _TEXT = ((lambda v: isinstance(v, str) and bool(v.strip())), "a non-empty string")
 _MAPPING = ((lambda v: isinstance(v, Mapping)), "a mapping")
@@ -95,6 +121,8 @@ def _ppo_checks() -> dict[str, tuple[Check, str]]:
     checks: dict[str, tuple[Check, str]] = {"hidden": _integer(1), "learning_rate_end": _number(positive=True)}
     assert set(checks) == set(OWN_KEYS)
     for key, default in PPO_DEFAULTS.items():
+        if key in PPO_RANGES:
+            continue
         if isinstance(default, bool):
             checks[key] = _BOOL
         elif isinstance(default, int):
@@ -105,7 +133,7 @@ def _ppo_checks() -> dict[str, tuple[Check, str]]:
             checks[key] = _optional(_MAPPING)
         else:
             checks[key] = _optional(_number())
-    return checks
+    return {**checks, **PPO_RANGES}
 
 
 def _check_keys(data: Any, checks: Mapping[str, tuple[Check, str]], prefix: str) -> None:
@@ -160,7 +188,7 @@ def check_experiment(config: Any, where: str) -> None:
 
 
 def read_experiment(path: str | Path) -> dict[str, Any]:
-    """The experiment at ``path`` (read with ``yaml.safe_load``), checked."""
+    """The experiment at ``path`` (plain YAML data: :func:`envs.core.files.read_yaml`), checked."""
     path = Path(path)
     config = read_yaml(path, "experiment file")
     check_experiment(config, path.name)
@@ -182,8 +210,5 @@ def apply_sets(config: Mapping[str, Any], items: list[str]) -> dict[str, Any]:
             if not isinstance(node.get(part), dict):
                 node[part] = {}
             node = node[part]
-        try:
-            node[path[-1]] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {item!r}: the value is not valid YAML: {' '.join(str(exc).split())}") from exc
+        node[path[-1]] = parse_yaml(value, f"--set {item!r}", "YAML value")
     return config

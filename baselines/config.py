@@ -31,7 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from baselines.kubernetes import KUBE_PREFIX, KUBE_PROFILES
 from baselines.orders import ORDERS, make_order
@@ -39,12 +41,11 @@ from baselines.preemption import PREEMPT_SUFFIX
 from baselines.registry import make
 from baselines.slurm import SLURM_PREFIX, slurm_policy_params
 from envs.core.cluster import ClusterSpec
+from envs.core.dynamics import GovernanceFile
 from envs.core.errors import ConfigError, check_keys
 from envs.core.files import read_yaml
 from envs.core.governance import governance_from_dict
-
-SECTIONS = ("orders", "kubernetes", "governance", "slurm")
-"""The top-level keys of a policy config."""
+from envs.core.schema import FileModel, validated
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,24 @@ class PolicyConfig:
             raise ConfigError(f"{self.where}: governance: {exc}") from exc
 
 
+Params = Annotated[dict[str, Any] | None, Field(description="parameter: value (the defaults where empty)")]
+
+
+class PolicyConfigFile(FileModel):
+    """A policy config file (module docstring): orders' and k8s profiles' parameters, partitions and quotas, and a
+    ``slurm:`` section (checked by :func:`baselines.slurm.slurm_policy_params`)."""
+
+    orders: dict[Literal[tuple(ORDERS)], Params] | None = None  # type: ignore[valid-type]
+    kubernetes: dict[Literal[tuple(KUBE_PROFILES)], Params] | None = None  # type: ignore[valid-type]
+    governance: GovernanceFile | None = None
+    slurm: dict[str, Any] | None = None
+
+
 def policy_config_from_dict(data: Any, where: str = "policy config") -> PolicyConfig:
-    """Parse and check the mapping a policy config file holds."""
-    if data is None:
-        data = {}
-    check_keys(data, SECTIONS, where)
+    """Parse and check the mapping a policy config file holds (:class:`PolicyConfigFile`, then each order's and
+    profile's parameters by building it)."""
+    validated(PolicyConfigFile, data, where)
+    data = data or {}
     orders = _sections(data.get("orders"), ORDERS, f"{where}: orders")
     for name, params in orders.items():
         try:
@@ -98,8 +112,6 @@ def policy_config_from_dict(data: Any, where: str = "policy config") -> PolicyCo
         except (ConfigError, TypeError) as exc:
             raise ConfigError(f"{where}: kubernetes.{name}: {exc}") from None
     governance = data.get("governance")
-    if governance is not None:
-        check_keys(governance, ("partitions", "quotas"), f"{where}: governance")
     slurm = data.get("slurm") or {}
     slurm_policy_params(slurm, f"{where}: slurm")  # checks the section
     return PolicyConfig(orders, kubernetes, governance, dict(slurm), where)

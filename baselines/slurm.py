@@ -59,15 +59,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
 from baselines.fairtree import FairTree
 from baselines.slurm_backfill import backfill_cycle
 from baselines.slurm_conf import SlurmConf, slurm_conf_from_dict
-from envs.core.errors import ConfigError, check_keys
+from envs.core.errors import ConfigError
 from envs.core.job import Job
+from envs.core.schema import FileModel, validated
 from envs.placement import PLACEMENT_DOCS, get_placement_rule
 from envs.sim.policy import WAIT, Action, Preempt, Start, Wait
 from envs.sim.resources import ResourceState
@@ -86,8 +88,29 @@ SUBMIT_PASS_DELAY_S = 1.0
 backfill, which polls every second) runs about a second later (0.94 s in every record). That pass, like one after a
 job ends, considers every pending job, those submitted since included."""
 
-_QOS_KEYS = ("Priority", "Preempt")
-_ACCOUNT_KEYS = ("Fairshare", "Parent")
+MAX_QOS_PRIORITY = 2**32 - 1
+"""Slurm's largest QOS priority (a 32-bit unsigned value)."""
+
+
+class QosFile(FileModel):
+    """``slurm: QOS: NAME:`` as sacctmgr would hold it."""
+
+    Priority: Annotated[int, Field(ge=0, le=MAX_QOS_PRIORITY)] = 0
+    Preempt: str | list[str] | None = None  # the QOS it may preempt: a comma-separated string or a list
+
+
+class AccountFile(FileModel):
+    """``slurm: Accounts: NAME:`` (Fair Tree's tree; its values are checked by :class:`FairTree`)."""
+
+    Fairshare: Any = 1
+    Parent: Any = None
+
+
+class SacctmgrFile(FileModel):
+    """What a ``slurm:`` section holds besides slurm.conf keys: the QOS and the accounts."""
+
+    QOS: dict[str, QosFile | None] | None = None
+    Accounts: dict[str, AccountFile | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,28 +137,25 @@ def slurm_policy_params(section: Mapping[str, Any], where: str) -> SlurmParams:
     name}}``."""
     if section is None:
         section = {}
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{where}: must be a mapping of slurm.conf keys (and QOS, Accounts), got {section!r}")
     conf = slurm_conf_from_dict({k: v for k, v in section.items() if k not in ("QOS", "Accounts")}, where)
+    sacctmgr = validated(SacctmgrFile, {k: v for k, v in section.items() if k in ("QOS", "Accounts")}, where)
     qos: dict[str, Qos] = {}
-    for name, spec in (section.get("QOS") or {}).items():
-        spec = spec or {}
-        check_keys(spec, _QOS_KEYS, f"{where}: QOS.{name}")
-        preempt = spec.get("Preempt") or []
-        preempt = preempt.split(",") if isinstance(preempt, str) else list(preempt)
-        try:
-            priority = int(spec.get("Priority", 0))
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: QOS.{name}.Priority: must be an integer, got {spec['Priority']!r}") from None
-        qos[str(name)] = Qos(str(name), priority, frozenset(str(p).strip() for p in preempt if str(p).strip()))
+    for name, spec in (sacctmgr.QOS or {}).items():
+        spec = spec or QosFile()
+        preempt = spec.Preempt or []
+        preempt = preempt.split(",") if isinstance(preempt, str) else preempt
+        qos[name] = Qos(name, spec.Priority, frozenset(p.strip() for p in preempt if p.strip()))
     for q in qos.values():
         unknown = sorted(q.preempts - set(qos) - {"normal"})
         if unknown:
             raise ConfigError(f"{where}: QOS.{q.name}.Preempt: unknown QOS {', '.join(unknown)}")
     accounts: dict[str, dict[str, object]] = {}
-    for name, spec in (section.get("Accounts") or {}).items():
-        spec = spec or {}
-        check_keys(spec, _ACCOUNT_KEYS, f"{where}: Accounts.{name}")
-        accounts[str(name)] = {"shares": spec.get("Fairshare", 1), **({"parent": spec["Parent"]} if "Parent" in spec
-                                                                        else {})}
+    for name, spec in (sacctmgr.Accounts or {}).items():
+        spec = spec or AccountFile()
+        accounts[name] = {"shares": spec.Fairshare, **({"parent": spec.Parent} if "Parent" in spec.model_fields_set
+                                                       else {})}
     FairTree(accounts, where=f"{where}: Accounts")  # checks the tree
     return SlurmParams(conf, qos, accounts)
 

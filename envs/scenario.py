@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from envs.core.cluster import ClusterSpec, swf_machine
-from envs.core.dynamics import NO_DYNAMICS, DynamicsConfig, load_dynamics
+from envs.core.dynamics import NO_DYNAMICS, DynamicsConfig, load_dynamics, scheduled_gpus
 from envs.core.errors import ConfigError
 from envs.core.governance import governance_from_dict
 from envs.core.presets import load_preset
@@ -180,15 +180,17 @@ def plan(workload: str, cluster: str | None = None, load: float = 1.0, window: t
     changes = load_dynamics(dynamics)
     if trace is None:
         config = synthetic_config(workload, load)
-        return Plan(governed(scenario_cluster(cluster, None, None), changes),
-                    RuntimeConfig.named(default_runtime_model(None)), None, config, changes)
+        world = governed(scenario_cluster(cluster, None, None), changes)
+        scheduled_gpus(changes, world)  # a failure of a node or GPU the cluster lacks: refused now
+        return Plan(world, RuntimeConfig.named(default_runtime_model(None)), None, config, changes)
     jobs = load_trace_once(trace.path, trace.fmt)
     if window:
         jobs = jobs.window(*window, rebase=False)
     if load != 1.0:
         jobs = jobs.scale_load(load)
-    return Plan(governed(scenario_cluster(cluster, trace, jobs), changes),
-                RuntimeConfig.named(default_runtime_model(trace)), jobs, None, changes)
+    world = governed(scenario_cluster(cluster, trace, jobs), changes)
+    scheduled_gpus(changes, world)
+    return Plan(world, RuntimeConfig.named(default_runtime_model(trace)), jobs, None, changes)
 
 
 def scenario(workload: str, cluster: str | None = None, seed: int = 0, load: float = 1.0,

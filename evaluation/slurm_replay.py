@@ -32,27 +32,83 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import ConfigDict, Field
 
 from baselines.registry import make
 from baselines.slurm import SLURM_PREFIX, SlurmParams, slurm_policy, slurm_policy_params
-from envs.core.cluster import ClusterSpec
+from envs.core.cluster import MAX_GPUS, ClusterSpec
 from envs.core.dynamics import DynamicsConfig
-from envs.core.errors import ConfigError, check_keys
-from envs.core.job import Job
+from envs.core.errors import ConfigError
+from envs.core.job import MAX_TIME_S, Job
 from envs.core.presets import cluster_from_dict
 from envs.core.runtime import RuntimeConfig
+from envs.core.schema import FileModel, validated
 from envs.scenario import scenario
 from envs.sim.loop import simulate
 from envs.workload.table import Workload
 
-_CASE_KEYS = ("name", "description", "node", "partitions", "slurm", "jobs", "recorded")
-_NODE_KEYS = ("gpus", "cpus", "ram_mib")
-_PARTITION_KEYS = ("name", "priority_tier", "max_time_min", "allow_accounts", "default")
-_JOB_KEYS = ("id", "submit_s", "gpus", "time_min", "run_s", "partition", "account", "qos", "slurm_id", "start_s",
-             "end_s", "started_by", "state", "earlier_runs")
+Seconds = Annotated[float, Field(ge=0, le=MAX_TIME_S, description="[s]")]
+Positive = Annotated[int, Field(ge=1)]
+
+
+class CaseNodeFile(FileModel):
+    """A case's one node."""
+
+    gpus: Annotated[int, Field(ge=1, le=MAX_GPUS)] = 8
+    cpus: Positive = 16
+    ram_mib: Positive = 16000
+
+
+class CasePartitionFile(FileModel):
+    """A partition of a case's slurm.conf."""
+
+    name: str
+    priority_tier: Annotated[int, Field(ge=0, le=65_533)] | None = None
+    max_time_min: Positive | None = None
+    allow_accounts: str | list[str] | None = None
+    default: bool | None = None
+
+
+class CaseJobFile(FileModel):
+    """A submitted job (and, in a record, what the live Slurm did with it)."""
+
+    id: Annotated[int, Field(ge=0)]
+    submit_s: Seconds
+    gpus: Positive
+    time_min: Positive
+    run_s: Annotated[float, Field(gt=0, le=MAX_TIME_S)]
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    slurm_id: Any = None  # the rest: a record's observations
+    start_s: Any = None
+    end_s: Any = None
+    started_by: Any = None
+    state: Any = None
+    earlier_runs: Any = None
+
+
+class RecordedFile(FileModel):
+    """A record's provenance; ``epoch_s`` and ``decay_s`` place the live run's clocks."""
+
+    model_config = ConfigDict(extra="allow")
+    epoch_s: Seconds = 0.0
+    decay_s: Seconds = 0.0
+
+
+class SlurmCaseFile(FileModel):
+    """A Slurm case or record (``benchmarks/slurm_cases/*.yaml``, ``tests/data/slurm/*.yaml``)."""
+
+    name: str | None = None
+    description: str | None = None
+    node: CaseNodeFile | None = None
+    partitions: list[CasePartitionFile] | None = None
+    slurm: dict[str, Any] | None = None  # checked by baselines.slurm
+    jobs: Annotated[list[CaseJobFile], Field(min_length=1)]
+    recorded: RecordedFile | None = None
 RERUN = DynamicsConfig(restart_overhead_s=0.0)
 """No failures, and a requeued job reruns its batch script from the start with no restart overhead."""
 START_TOLERANCE_S = 3.0
@@ -115,32 +171,21 @@ class SlurmCase:
 
 
 def case_from_dict(data: Any, where: str = "case") -> SlurmCase:
-    """Parse and check a case (or record) mapping."""
-    check_keys(data, _CASE_KEYS, where)
-    node = data.get("node") or {}
-    check_keys(node, _NODE_KEYS, f"{where}: node")
-    partitions = tuple(data.get("partitions") or ())
-    for i, part in enumerate(partitions):
-        check_keys(part, _PARTITION_KEYS, f"{where}: partitions[{i}]")
-    slurm = dict(data.get("slurm") or {})
+    """Parse and check a case (or record) mapping (:class:`SlurmCaseFile`, then the slurm section and the jobs
+    against the node)."""
+    file = validated(SlurmCaseFile, data, where)
+    node = file.node or CaseNodeFile()
+    slurm = dict(file.slurm or {})
     slurm_policy_params(slurm, f"{where}: slurm")  # checks the section
-    jobs = data.get("jobs")
-    if not isinstance(jobs, list) or not jobs:
-        raise ConfigError(f"{where}: jobs: must be a non-empty list")
-    gpus = int(node.get("gpus", 8))
-    for i, job in enumerate(jobs):
-        check_keys(job, _JOB_KEYS, f"{where}: jobs[{i}]")
-        for key in ("id", "submit_s", "gpus", "time_min", "run_s"):
-            if key not in job:
-                raise ConfigError(f"{where}: jobs[{i}]: missing {key!r}")
-        if not 1 <= int(job["gpus"]) <= gpus:
-            raise ConfigError(f"{where}: jobs[{i}]: gpus must be 1..{gpus}, got {job['gpus']!r}")
-        if not 0 < int(job["run_s"]) < 60 * int(job["time_min"]):
+    for i, job in enumerate(file.jobs):
+        if job.gpus > node.gpus:
+            raise ConfigError(f"{where}: jobs[{i}]: gpus must be 1..{node.gpus}, got {job.gpus!r}")
+        if not job.run_s < 60 * job.time_min:
             raise ConfigError(f"{where}: jobs[{i}]: run_s must be > 0 and below time_min minutes")
-    recorded = data.get("recorded") or {}
-    return SlurmCase(str(data.get("name") or where), tuple(jobs), gpus, int(node.get("cpus", 16)),
-                     int(node.get("ram_mib", 16000)), partitions, slurm, str(data.get("description") or ""),
-                     float(recorded.get("epoch_s", 0.0)), float(recorded.get("decay_s", 0.0)))
+    recorded = file.recorded or RecordedFile()
+    return SlurmCase(file.name or where, tuple(data["jobs"]), node.gpus, node.cpus, node.ram_mib,
+                     tuple(data.get("partitions") or ()), slurm, file.description or "", recorded.epoch_s,
+                     recorded.decay_s)
 
 
 def case_from_workload(workload: str, n_jobs: int, scale: float, seed: int, slurm: Mapping[str, Any],

@@ -208,3 +208,29 @@ def test_resume_needs_a_run_folder_with_a_config_and_a_model(tmp_path):
     done = train_py("--run-dir", str(tmp_path), "--resume")
     assert done.returncode == 2 and done.stderr.strip() == f"train.py: error: --resume: {tmp_path} has no " \
                                                            "model.zip and no checkpoint to continue from"
+
+
+@pytest.mark.parametrize("entry, value", [("n_steps", "x"), ("rollout_buffer_kwargs", 5), ("gamma", [1]),
+                                          ("num_timesteps", {"a": 1})])
+def test_a_model_file_entry_of_the_wrong_type_is_a_one_line_error(tiny_run, tmp_path, entry, value):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "config.yaml").write_text((tiny_run / "config.yaml").read_text())
+    model = folder / "model.zip"
+    with zipfile.ZipFile(tiny_run / "model.zip") as source, zipfile.ZipFile(model, "w") as target:
+        for name in source.namelist():
+            content = source.read(name)
+            if name == "data":
+                content = json.dumps({**json.loads(content), entry: value}).encode()
+            target.writestr(name, content)
+    with pytest.raises(ConfigError, match=rf"model {model}: "):
+        run(RunSpec(str(model), "small", "tiny", seed=0))
+
+
+def test_a_run_config_that_is_not_utf8_is_a_one_line_error(tiny_run, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "config.yaml").write_bytes(b"env_id: \xff\xfe\n")
+    (folder / "model.zip").write_bytes((tiny_run / "model.zip").read_bytes())
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        run_config(folder / "model.zip")

@@ -49,12 +49,12 @@ def test_governance_replaces_the_clusters_partitions_and_quotas():
 
 
 @pytest.mark.parametrize(("data", "match"), [
-    ({"order": {}}, r"cfg.yaml.order: unknown key"),
+    ({"order": {}}, r"cfg.yaml: order: unknown key \(allowed: orders, kubernetes, governance, slurm\)"),
     ({"orders": {"fairshar": {}}}, r"cfg.yaml: orders.fairshar: unknown key"),
     ({"orders": {"fairshare": {"half_life": 3}}}, r"orders.fairshare: .*unknown parameter\(s\) half_life"),
     ({"orders": {"fairshare": {"half_life_s": -3}}}, r"orders.fairshare: .*half_life_s: must be > 0"),
     ({"kubernetes": {"mostallocated": {"fit_weight": -1}}}, r"kubernetes.mostallocated: .*fit_weight"),
-    ({"kubernetes": {"mostallocated": [1]}}, r"kubernetes.mostallocated: must be a mapping"),
+    ({"kubernetes": {"mostallocated": [1]}}, r"kubernetes.mostallocated: input should be a valid dictionary"),
     ({"governance": {"quota": {}}}, r"governance.quota: unknown key"),
 ])
 def test_mistakes_name_the_key(data, match):

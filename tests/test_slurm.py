@@ -200,7 +200,7 @@ def test_section_parsing_and_conf_lines():
     ({"PreemptType": "preempt/qos"}, "needs PreemptMode REQUEUE"),
     ({"Bogus": 1}, "Bogus"),
     ({"QOS": {"high": {"Preempt": ["nobody"]}}}, "unknown QOS nobody"),
-    ({"QOS": {"high": {"Priority": "top"}}}, "Priority: must be an integer"),
+    ({"QOS": {"high": {"Priority": "top"}}}, "QOS.high.Priority: input should be a valid integer, got .top."),
     ({"Accounts": {"a": {"Parent": "zz"}}}, "parent: unknown account"),
 ])
 def test_bad_sections_say_what_and_where(section, message):

@@ -1,5 +1,6 @@
 """Fuzzing the trace loaders: corrupt one line of a valid file; loading succeeds or raises TraceFormatError.
 
+The operator exports (sacct, Helios, scontrol, sinfo, kubectl) are fuzzed the same way, a field at a time.
 A TraceFormatError must name the file and a line, and that line must be the corrupted one (or one it was split
 into by an inserted newline); the exceptions are a record whose corrupted id repeats a later record's (the error
 is at the later line and names the corrupted one) and a header whose field count changed (the first data row is
@@ -28,6 +29,8 @@ from envs.workload import (
     load_tiresias,
     load_trace,
 )
+from envs.workload.kubectl import read_kubectl_nodes
+from envs.workload.slurm_nodes import read_scontrol_nodes, read_sinfo_nodes
 
 SAMPLES: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
     # format: (file name, valid content, loader)
@@ -183,3 +186,35 @@ def test_detecting_and_loading_arbitrary_bytes_raises_only_trace_format_error(fu
         load_trace(path)
     except TraceFormatError as exc:
         assert path.name in str(exc)
+
+
+EXPORTS = Path(__file__).resolve().parent / "data" / "exports"
+
+
+EXPORT_LOADERS: dict[str, Callable[[Path], Any]] = {
+    "sacct.txt": lambda p: load_trace(p, "sacct"),
+    "helios_cluster_log.csv": lambda p: load_trace(p, "helios"),
+    "scontrol_nodes.txt": read_scontrol_nodes,
+    "sinfo_nodes.txt": read_sinfo_nodes,
+    "kubectl_nodes.json": read_kubectl_nodes,
+}
+"""Each operator export of tests/data/exports and its loader."""
+
+
+@pytest.mark.parametrize("name", list(EXPORT_LOADERS))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_mutated_export_loads_or_raises_trace_format_error(fuzz_dir: Path, name: str, data: st.DataObject) -> None:
+    lines = (EXPORTS / name).read_text().splitlines()
+    index = data.draw(st.integers(0, len(lines) - 1))
+    pieces = re.split(r"([|,= :\"\[\]{}])", lines[index])  # fields and their separators
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(pieces) - 1))
+        pieces[at] = data.draw(texts)
+    lines[index] = "".join(pieces)
+    path = fuzz_dir / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+    try:
+        EXPORT_LOADERS[name](path)
+    except TraceFormatError as exc:
+        assert path.name in str(exc) and re.search(r" line \d+: ", str(exc))

@@ -295,7 +295,7 @@ NODES_HEAD = OPENB_NODES_TEXT.splitlines()[0]
 MALFORMED = [
     ("swf", f"; MaxProcs: 4\n{SWF_OK}\n1 0 -1 10 1 -1 -1 -1\n", 3, "8 fields, but an SWF record has 18"),
     ("swf", f"{SWF_OK}\n\n2 0 -1 ten 1 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n", 3, "field 4 (run time) 'ten' is not"),
-    ("swf", "2 0 -1 nan 1 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n", 1, "field 4 (run time) 'nan' is not a finite"),
+    ("swf", "2 0 -1 nan 1 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n", 1, "field 4 (run time) 'nan' is not a number"),
     ("swf", "2 0 -1 1e999 1 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n", 1, "not a finite number"),
     ("swf", "2.5 0 -1 10 1 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n", 1, "field 1 (job number) '2.5' is not a whole"),
     ("swf", "2 0 -1 10 1.5 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n", 1, "field 5 (allocated processors) '1.5'"),

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from envs.core.errors import GpuschedError
+from envs.core.numbers import integer
 
 USAGE = 2
 """Exit status of a user error: bad arguments, input or files."""
@@ -48,10 +49,9 @@ def run_cli(prog: str, main: Callable[[], int], debug: bool = False) -> int:
 def at_least(minimum: int) -> Callable[[str], int]:
     """An argparse ``type``: an integer >= ``minimum``, else the one-line message that says so."""
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
+        value = integer(text.strip())
+        if value is None:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
         return value

@@ -21,6 +21,10 @@ workload. A scenario is a YAML file under ``configs/scenarios/`` (or any path) h
     governance:                   # partitions and quotas for the run's cluster (envs.core.governance), replacing
       quotas: {limits: {teams: {team0: 8}}}     # those of its preset; checked against the cluster's nodes
 
+Ranges: every time and duration is at most ``MAX_TIME_S`` (1e10 s); a mean time between failures is at least
+:data:`MIN_MTBF_S` (60 s) or ``.inf``; repair and outage times (means and explicit ones) at least
+:data:`MIN_MTTR_S` (1 s). Anything else is a one-line :class:`ConfigError`.
+
 Random failures are renewal processes, one per node (and per GPU when ``gpu_mtbf_s`` is finite): up for an
 exponential time with the component's MTBF, down for a repair time, up again. They are drawn from a generator
 seeded by the run's seed and consumed in the order of the failure events only, so the same seed gives the same
@@ -40,15 +44,27 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import AfterValidator, BeforeValidator, Field
 
-from envs.core.errors import ConfigError, check_keys
+from envs.core.cluster import ClusterSpec
+from envs.core.errors import ConfigError
 from envs.core.files import read_yaml
+from envs.core.job import MAX_TIME_S
+from envs.core.schema import FileModel, validated
+
+MIN_MTBF_S = 60.0
+"""The shortest mean time between failures (of a node, a GPU or the scheduler) [s]: a component failing every
+minute on average. Shorter ones would flood a run with events (0.001 s ran out of memory)."""
+MIN_MTTR_S = 1.0
+"""The shortest mean repair or outage time, and the shortest explicit repair or outage [s]."""
+MAX_FAILURES = 1_000_000
+"""The largest ``max_failures``."""
 
 REPAIR_MODELS = ("exponential", "fixed")
 """How repair times are drawn: exponential with mean ``mttr_s``, or always ``mttr_s``."""
@@ -114,79 +130,100 @@ class DynamicsConfig:
     governance: Mapping[str, Any] | None = None  # partitions and quotas as YAML data; None: the preset's own
 
     def __post_init__(self) -> None:
-        where = f"scenario {self.name!r}"
-        f, o = self.failures, self.outages
-        for key, value in (("failures.node_mtbf_s", f.node_mtbf_s), ("failures.gpu_mtbf_s", f.gpu_mtbf_s)):
-            for sub, mtbf in (value.items() if isinstance(value, Mapping) else [("", value)]):
-                _positive(f"{where}: {key}{'.' + sub if sub else ''}", mtbf)
-        if f.repair not in REPAIR_MODELS:
-            raise ConfigError(f"{where}: failures.repair: must be one of {', '.join(REPAIR_MODELS)}, got {f.repair!r}")
-        _positive(f"{where}: failures.mttr_s", f.mttr_s, finite=True)
-        for i, s in enumerate(f.schedule):
-            _non_negative(f"{where}: failures.schedule[{i}].fail_s", s.fail_s)
-            _positive(f"{where}: failures.schedule[{i}].repair_s", s.repair_s, finite=True)
-        for i, (start, duration) in enumerate(o.windows):
-            _non_negative(f"{where}: outages.windows[{i}] start", start)
-            _positive(f"{where}: outages.windows[{i}] duration", duration, finite=True)
-        _positive(f"{where}: outages.mtbf_s", o.mtbf_s)
-        _positive(f"{where}: outages.mttr_s", o.mttr_s, finite=True)
-        _non_negative(f"{where}: restart_overhead_s", self.restart_overhead_s)
-        if isinstance(self.max_failures, bool) or not isinstance(self.max_failures, int) or self.max_failures < 0:
-            raise ConfigError(f"{where}: max_failures: must be an integer >= 0, got {self.max_failures!r}")
+        validated(ScenarioFile, self.to_data(), f"scenario {self.name!r}")  # the file's rules, for any construction
 
     @property
     def active(self) -> bool:
         """True when anything can fail or go down; False means the run is exactly the static simulation."""
         return self.failures.active or self.outages.active
 
+    def to_data(self) -> dict[str, Any]:
+        """This scenario in the YAML layout of the module docstring (without ``seed`` and ``name``)."""
+        f, o = self.failures, self.outages
+        mtbf = (lambda v: dict(v) if isinstance(v, Mapping) else v)  # noqa: E731
+        return {
+            "failures": {"node_mtbf_s": mtbf(f.node_mtbf_s), "gpu_mtbf_s": mtbf(f.gpu_mtbf_s), "repair": f.repair,
+                         "mttr_s": f.mttr_s, "schedule": [dataclasses.asdict(s) for s in f.schedule]},
+            "outages": {"windows": [list(w) for w in o.windows], "mtbf_s": o.mtbf_s, "mttr_s": o.mttr_s},
+            "restart_overhead_s": self.restart_overhead_s, "max_failures": self.max_failures,
+            "governance": None if self.governance is None else dict(self.governance),
+        }
+
     @classmethod
     def from_dict(cls, data: Any, name: str = "scenario") -> DynamicsConfig:
-        """Build from a mapping (the YAML layout of the module docstring); unknown keys and bad values are a
-        :class:`ConfigError` naming the key."""
-        where = f"scenario {name!r}"
-        if data is None:
-            data = {}
-        check_keys(data, ("failures", "outages", "restart_overhead_s", "max_failures", "governance"), where)
-        governance = data.get("governance")
-        if governance is not None:
-            check_keys(governance, ("partitions", "quotas"), f"{where}: governance")
-        failures = dict(data.get("failures") or {})
-        check_keys(failures, (f.name for f in fields(FailureConfig)), f"{where}: failures")
-        schedule = []
-        for i, item in enumerate(failures.pop("schedule", None) or ()):
-            check_keys(item, ("node", "gpu", "fail_s", "repair_s"), f"{where}: failures.schedule[{i}]")
-            missing = [k for k in ("node", "fail_s", "repair_s") if k not in item]
-            if missing:
-                raise ConfigError(f"{where}: failures.schedule[{i}]: missing {', '.join(missing)}")
-            schedule.append(ScheduledFailure(_index(f"{where}: failures.schedule[{i}].node", item["node"]),
-                                             _number(f"{where}: failures.schedule[{i}].fail_s", item["fail_s"]),
-                                             _number(f"{where}: failures.schedule[{i}].repair_s", item["repair_s"]),
-                                             None if item.get("gpu") is None else
-                                             _index(f"{where}: failures.schedule[{i}].gpu", item["gpu"])))
-        for key in ("node_mtbf_s", "gpu_mtbf_s"):
-            if key in failures:
-                value = failures[key]
-                failures[key] = ({str(t): _number(f"{where}: failures.{key}.{t}", v) for t, v in value.items()}
-                                 if isinstance(value, Mapping) else _number(f"{where}: failures.{key}", value))
-        if "mttr_s" in failures:
-            failures["mttr_s"] = _number(f"{where}: failures.mttr_s", failures["mttr_s"])
-        outages = dict(data.get("outages") or {})
-        check_keys(outages, (f.name for f in fields(OutageConfig)), f"{where}: outages")
-        windows = []
-        for i, window in enumerate(outages.pop("windows", None) or ()):
-            if not isinstance(window, (list, tuple)) or len(window) != 2:
-                raise ConfigError(f"{where}: outages.windows[{i}]: must be a [start_s, duration_s] pair, "
-                                  f"got {window!r}")
-            windows.append((_number(f"{where}: outages.windows[{i}]", window[0]),
-                            _number(f"{where}: outages.windows[{i}]", window[1])))
-        for key in ("mtbf_s", "mttr_s"):
-            if key in outages:
-                outages[key] = _number(f"{where}: outages.{key}", outages[key])
-        rest = {k: data[k] for k in ("restart_overhead_s", "max_failures") if k in data}
-        if "restart_overhead_s" in rest:
-            rest["restart_overhead_s"] = _number(f"{where}: restart_overhead_s", rest["restart_overhead_s"])
-        return cls(FailureConfig(**failures, schedule=tuple(schedule)),
-                   OutageConfig(**outages, windows=tuple(windows)), name=name, governance=governance, **rest)
+        """Build from a mapping (the YAML layout of the module docstring, checked by :class:`ScenarioFile`); unknown
+        keys and bad values are a one-line :class:`ConfigError` naming the key."""
+        file = validated(ScenarioFile, data, f"scenario {name!r}")
+        failures = file.failures.model_dump(exclude_unset=True) if file.failures else {}
+        schedule = tuple(ScheduledFailure(**item) for item in failures.pop("schedule", None) or ())
+        outages = file.outages.model_dump(exclude_unset=True) if file.outages else {}
+        windows = tuple(tuple(w) for w in outages.pop("windows", None) or ())
+        rest = file.model_dump(exclude_unset=True, include={"restart_overhead_s", "max_failures"})
+        governance = file.governance.model_dump(exclude_unset=True) if file.governance else None
+        return cls(FailureConfig(**failures, schedule=schedule), OutageConfig(**outages, windows=windows),
+                   name=name, governance=governance, **rest)
+
+
+def _mtbf(value: float) -> float:
+    if value != math.inf and not MIN_MTBF_S <= value <= MAX_TIME_S:
+        raise ValueError(f"must be in [{MIN_MTBF_S:g}, {MAX_TIME_S:g}] s or .inf")
+    return value
+
+
+def _pairs(value: Any) -> Any:
+    """YAML gives ``[start, duration]`` lists where the model reads (start, duration) pairs."""
+    return [tuple(item) if isinstance(item, list) else item for item in value] if isinstance(value, list) else value
+
+
+Mtbf = Annotated[float, Field(allow_inf_nan=True, description="mean time between failures [s], >= 60, or .inf"),
+                 AfterValidator(_mtbf)]
+Time = Annotated[float, Field(ge=0, le=MAX_TIME_S, description="[s] from the run's start")]
+Duration = Annotated[float, Field(ge=MIN_MTTR_S, le=MAX_TIME_S, description="[s]")]
+Index = Annotated[int, Field(ge=0)]
+
+
+class ScheduledFailureFile(FileModel):
+    """``failures.schedule[i]``: node ``node`` (or its GPU ``gpu``) fails at ``fail_s`` for ``repair_s``."""
+
+    node: Index
+    fail_s: Time
+    repair_s: Duration
+    gpu: Index | None = None
+
+
+class FailuresFile(FileModel):
+    """The ``failures:`` section."""
+
+    node_mtbf_s: Mtbf | dict[str, Mtbf] = math.inf
+    gpu_mtbf_s: Mtbf | dict[str, Mtbf] = math.inf
+    repair: Literal[REPAIR_MODELS] = FailureConfig.repair  # type: ignore[valid-type]
+    mttr_s: Duration = FailureConfig.mttr_s
+    schedule: list[ScheduledFailureFile] | None = None
+
+
+class OutagesFile(FileModel):
+    """The ``outages:`` section."""
+
+    windows: Annotated[list[tuple[Time, Duration]], BeforeValidator(_pairs)] | None = None
+    mtbf_s: Mtbf = math.inf
+    mttr_s: Duration = OutageConfig.mttr_s
+
+
+class GovernanceFile(FileModel):
+    """The ``governance:`` section (its content is checked against the cluster's nodes: envs.core.governance)."""
+
+    partitions: Any = None
+    quotas: Any = None
+
+
+class ScenarioFile(FileModel):
+    """A scenario file (``configs/scenarios/NAME.yaml``): failures, outages and the cost of an interruption."""
+
+    failures: FailuresFile | None = None
+    outages: OutagesFile | None = None
+    restart_overhead_s: Time = DynamicsConfig.restart_overhead_s
+    max_failures: Annotated[int, Field(ge=0, le=MAX_FAILURES)] = DynamicsConfig.max_failures
+    governance: GovernanceFile | None = None
 
 
 def scenario_names() -> list[str]:
@@ -218,26 +255,19 @@ def _finite(mtbf: MTBF) -> bool:
     return any(math.isfinite(v) for v in values)
 
 
-def _number(where: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}: must be a number, got {value!r}")
-    return float(value)
-
-
-def _index(where: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{where}: must be an integer >= 0, got {value!r}")
-    return value
-
-
-def _positive(where: str, value: float, finite: bool = False) -> None:
-    if not value > 0 or (finite and not math.isfinite(value)):
-        raise ConfigError(f"{where}: must be {'finite and ' if finite else ''}> 0, got {value}")
-
-
-def _non_negative(where: str, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ConfigError(f"{where}: must be finite and >= 0, got {value}")
+def scheduled_gpus(config: DynamicsConfig, cluster: ClusterSpec) -> list[int]:
+    """The global GPU index of each explicit failure of ``config`` (-1 for a node failure); a :class:`ConfigError`
+    when one names a node or a GPU that ``cluster`` does not have."""
+    found = []
+    for i, s in enumerate(config.failures.schedule):
+        where = f"scenario {config.name!r}: failures.schedule[{i}]"
+        if s.node >= cluster.n_nodes:
+            raise ConfigError(f"{where}.node: {s.node} is not a node of {cluster.name} (0..{cluster.n_nodes - 1})")
+        size = int(cluster.node_n_gpus[s.node])
+        if s.gpu is not None and s.gpu >= size:
+            raise ConfigError(f"{where}.gpu: node {s.node} has {size} GPUs (0..{size - 1}), got {s.gpu}")
+        found.append(-1 if s.gpu is None else int(cluster.node_first_gpu[s.node]) + s.gpu)
+    return found
 
 
 STATIC = DynamicsConfig()

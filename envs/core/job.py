@@ -57,6 +57,25 @@ class RefusalReason(Enum):
     QUOTA = "the start would exceed a quota"
 
 
+MAX_TIME_S = 1e10
+"""The largest time or duration a job may give (about 317 years) [s]. Larger values are data errors (a trace field
+of 1e308), and beyond about 1e15 s the simulator's float clock could no longer tell one second from the next."""
+JOB_BOUNDS = {
+    "submit_time_s": MAX_TIME_S, "runtime_s": MAX_TIME_S, "runtime_estimate_s": MAX_TIME_S,
+    "checkpoint_interval_s": MAX_TIME_S,
+    "gpu_mem_gib": 1e6,  # [GiB]
+    "dataset_gib": 1e9,  # [GiB]
+    "comm_sensitivity": 1.0,
+    "cpu_milli_per_gpu": 1e9,  # [milli-cores]: a million cores
+    "ram_mib_per_gpu": 1e12,  # [MiB]
+}
+"""Each bounded field of :class:`Job` and its largest value (every one is at least 0)."""
+MAX_JOB_GPUS = 1_000_000
+"""The most GPUs one job may ask for."""
+MAX_PRIORITY = 10**9
+"""The largest priority class, in absolute value."""
+
+
 class TraceOutcome(Enum):
     """How a job ended in the trace it was read from (:attr:`Job.outcome`); reported, never simulated.
 
@@ -128,21 +147,18 @@ class Job:
                                    f"{self.gpu_milli}")
             object.__setattr__(self, "mig_profile", profile)
             object.__setattr__(self, "gpu_milli", share)
-        for key in ("submit_time_s", "runtime_s", "runtime_estimate_s", "gpu_mem_gib", "dataset_gib",
-                    "checkpoint_interval_s", "comm_sensitivity"):
+        for key, most in JOB_BOUNDS.items():
             value = getattr(self, key)
-            if not math.isfinite(value) or value < 0:
-                raise JobSpecError(f"{where}: {key}: must be finite and >= 0, got {value}")
-        if self.n_gpus < 1:
-            raise JobSpecError(f"{where}: n_gpus: must be >= 1, got {self.n_gpus}")
+            if not 0 <= value <= most:  # false for nan
+                raise JobSpecError(f"{where}: {key}: must be in [0, {most:g}], got {value}")
+        if not 1 <= self.n_gpus <= MAX_JOB_GPUS:
+            raise JobSpecError(f"{where}: n_gpus: must be in 1..{MAX_JOB_GPUS:,}, got {self.n_gpus}")
+        if not -MAX_PRIORITY <= self.priority <= MAX_PRIORITY:
+            raise JobSpecError(f"{where}: priority: must be within ±{MAX_PRIORITY:,}, got {self.priority}")
         if not 1 <= self.gpu_milli <= MILLI_PER_GPU:
             raise JobSpecError(f"{where}: gpu_milli: must be in 1..{MILLI_PER_GPU}, got {self.gpu_milli}")
         if self.gpu_milli < MILLI_PER_GPU and self.n_gpus != 1:
             raise JobSpecError(f"{where}: a fractional share (gpu_milli={self.gpu_milli}) needs n_gpus == 1")
-        if self.comm_sensitivity > 1:
-            raise JobSpecError(f"{where}: comm_sensitivity: must be in [0, 1], got {self.comm_sensitivity}")
-        if self.cpu_milli_per_gpu < 0 or self.ram_mib_per_gpu < 0:
-            raise JobSpecError(f"{where}: cpu_milli_per_gpu and ram_mib_per_gpu must be >= 0")
         if self.dataset_gib > 0 and not self.dataset_id:
             raise JobSpecError(f"{where}: dataset_gib > 0 needs a dataset_id")
         for name, speed in self.type_speeds:

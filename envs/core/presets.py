@@ -27,23 +27,19 @@ Unknown keys and impossible values raise :class:`~envs.core.errors.ConfigError` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BeforeValidator, Field
 
 from envs.core.cluster import MAX_GPUS, MAX_NODES, ClusterSpec, NodeSpec, even_islands, merge_gpu_types
-from envs.core.errors import ConfigError, check_keys
+from envs.core.errors import ConfigError
 from envs.core.files import read_yaml
 from envs.core.governance import governance_from_dict
 from envs.core.gpu_types import GPUType
-
-_TOP_KEYS = {"name", "gpu_types", "node_groups", "partitions", "quotas", "mig_reconfig_s"}
-_GROUP_KEYS = {"name", "count", "gpu_type", "gpus", "island_size", "islands", "cpus", "ram_gib", "rack", "racks",
-               "cache_gib", "mig"}
-_TYPE_KEYS = {"memory_gib", "speed"}
+from envs.core.schema import FileModel, validated
 
 
 def preset_names() -> list[str]:
@@ -72,112 +68,100 @@ def cluster_from_yaml(path: str | Path) -> ClusterSpec:
     return cluster_from_dict(read_yaml(path, "cluster file"), where=path.name)
 
 
+def _whole(value: Any) -> Any:
+    """An integral float (YAML reads ``1.0e+3`` as one) as an int; anything else as it is, for the strict check."""
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**63 else value
+
+
+Whole = Annotated[int, BeforeValidator(_whole)]
+Count = Annotated[Whole, Field(ge=0)]
+
+
+class GpuTypeFile(FileModel):
+    """``gpu_types: NAME:``: a GPU type's memory and relative speed."""
+
+    memory_gib: Annotated[float, Field(ge=0, le=1e6, description="[GiB]")]
+    speed: Annotated[float, Field(ge=1e-3, le=1e3, description="relative to 1.0")]
+
+
+class NodeGroupFile(FileModel):
+    """``node_groups[i]``: ``count`` identical nodes named ``NAME-0``, ``NAME-1``, ..."""
+
+    name: str | None = None
+    count: Annotated[Whole, Field(ge=1, le=MAX_NODES)]
+    gpu_type: str
+    gpus: Annotated[Whole, Field(ge=1, le=MAX_GPUS)]
+    island_size: Annotated[Whole, Field(ge=1)] | None = None
+    islands: list[list[Count]] | None = None
+    cpus: Annotated[float, Field(ge=0, le=1e6, description="[cores]; 0: not modelled")] = 0.0
+    ram_gib: Annotated[float, Field(ge=0, le=1e6, description="[GiB]; 0: not modelled")] = 0.0
+    rack: Count | None = None
+    racks: Annotated[list[Count], Field(min_length=1)] | None = None
+    cache_gib: Annotated[float, Field(ge=0, le=1e9, description="dataset cache per node [GiB]")] = 0.0
+    mig: bool = False
+
+
+class ClusterFile(FileModel):
+    """A cluster preset file (``configs/clusters/NAME.yaml``; the layout of the module docstring)."""
+
+    name: str | None = None
+    gpu_types: dict[str, GpuTypeFile] | None = None
+    node_groups: Annotated[list[NodeGroupFile], Field(min_length=1)]
+    partitions: Any = None  # checked against the nodes by envs.core.governance
+    quotas: Any = None
+    mig_reconfig_s: Annotated[float, Field(ge=0, le=86_400, description="[s]")] | None = None
+
+
 def cluster_from_dict(data: Any, where: str = "cluster") -> ClusterSpec:
-    """Build a cluster from the mapping a preset file holds; ``where`` prefixes error messages."""
-    check_keys(data, _TOP_KEYS, where)
-    name = str(data.get("name") or where.removesuffix(".yaml"))
-    types = merge_gpu_types(_gpu_types(data.get("gpu_types") or {}, f"{where}: gpu_types"))
-    groups = data.get("node_groups")
-    if not isinstance(groups, list) or not groups:
-        raise ConfigError(f"{where}: node_groups: must be a non-empty list")
+    """Build a cluster from the mapping a preset file holds (checked by :class:`ClusterFile`); ``where`` prefixes
+    error messages."""
+    file = validated(ClusterFile, data, where)
+    name = file.name or where.removesuffix(".yaml")
+    types = merge_gpu_types([GPUType(t, g.memory_gib, g.speed) for t, g in (file.gpu_types or {}).items()])
     nodes: list[NodeSpec] = []
-    for i, group in enumerate(groups):
+    for i, group in enumerate(file.node_groups):
         nodes.extend(_group_nodes(group, f"{where}: node_groups[{i}]", default_name=f"group{i}"))
     governance = governance_from_dict({k: data[k] for k in ("partitions", "quotas") if k in data},
                                       tuple(n.name for n in nodes), where)
-    extra = {"mig_reconfig_s": _number(data, "mig_reconfig_s", where)} if "mig_reconfig_s" in data else {}
+    extra = {"mig_reconfig_s": file.mig_reconfig_s} if file.mig_reconfig_s is not None else {}
     try:
         return ClusterSpec(name=name, nodes=tuple(nodes), gpu_types=types, governance=governance, **extra)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
 
 
-def _gpu_types(data: Any, where: str) -> list[GPUType]:
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: must be a mapping of type name to {{memory_gib, speed}}")
-    out = []
-    for type_name, fields in data.items():
-        check_keys(fields, _TYPE_KEYS, f"{where}.{type_name}")
-        if set(fields) != _TYPE_KEYS:
-            raise ConfigError(f"{where}.{type_name}: needs both memory_gib and speed")
-        out.append(GPUType(str(type_name), _number(fields, "memory_gib", where), _number(fields, "speed", where)))
-    return out
-
-
-def _group_nodes(group: Any, where: str, default_name: str) -> list[NodeSpec]:
-    check_keys(group, _GROUP_KEYS, where)
-    for key in ("count", "gpu_type", "gpus"):
-        if key not in group:
-            raise ConfigError(f"{where}.{key}: missing")
-    count = _integer(group, "count", where, minimum=1, maximum=MAX_NODES)
-    n_gpus = _integer(group, "gpus", where, minimum=1, maximum=MAX_GPUS)
+def _group_nodes(group: NodeGroupFile, where: str, default_name: str) -> list[NodeSpec]:
+    count, n_gpus = group.count, group.gpus
     if count * n_gpus > MAX_GPUS:
         raise ConfigError(f"{where}: count x gpus: {count:,} x {n_gpus:,} GPUs is more than the {MAX_GPUS:,} "
                           "a cluster may have")
-    if "islands" in group and "island_size" in group:
+    if group.islands is not None and group.island_size is not None:
         raise ConfigError(f"{where}: give islands or island_size, not both")
-    if "islands" in group:
-        islands_raw = group["islands"]
-        if not isinstance(islands_raw, list) or not all(
-            isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in x) for x in islands_raw
-        ):
-            raise ConfigError(f"{where}.islands: must be a list of lists of integer GPU indices, got {islands_raw!r}")
-        islands = tuple(tuple(island) for island in islands_raw)
+    if group.islands is not None:
+        islands = tuple(tuple(island) for island in group.islands)
     else:
-        size = _integer(group, "island_size", where, minimum=1) if "island_size" in group else n_gpus
         try:
-            islands = even_islands(n_gpus, size)
+            islands = even_islands(n_gpus, group.island_size or n_gpus)
         except ConfigError as exc:
             raise ConfigError(f"{where}.{exc}") from exc
-    if "rack" in group and "racks" in group:
+    if group.rack is not None and group.racks is not None:
         raise ConfigError(f"{where}: give rack or racks, not both")
-    racks = group.get("racks", [group.get("rack", 0)])
-    if not isinstance(racks, list) or not racks or not all(
-        isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in racks
-    ):
-        raise ConfigError(f"{where}.racks: must be a non-empty list of rack ids >= 0, got {racks!r}")
-    prefix = str(group.get("name", default_name))
-    cpu_milli = round(_number(group, "cpus", where, default=0.0) * 1000)
-    ram_mib = round(_number(group, "ram_gib", where, default=0.0) * 1024)
-    cache_gib = _number(group, "cache_gib", where, default=0.0)
-    mig = group.get("mig", False)
-    if not isinstance(mig, bool):
-        raise ConfigError(f"{where}.mig: must be true or false, got {mig!r}")
+    racks = group.racks or [group.rack or 0]
+    prefix = group.name or default_name
     try:
         return [
             NodeSpec(
                 name=f"{prefix}-{k}",
-                gpu_type=str(group["gpu_type"]),
+                gpu_type=group.gpu_type,
                 n_gpus=n_gpus,
                 islands=islands,
-                cpu_milli=cpu_milli,
-                ram_mib=ram_mib,
+                cpu_milli=round(group.cpus * 1000),
+                ram_mib=round(group.ram_gib * 1024),
                 rack=racks[k * len(racks) // count],  # contiguous, near-equal blocks
-                cache_gib=cache_gib,
-                mig=mig,
+                cache_gib=group.cache_gib,
+                mig=group.mig,
             )
             for k in range(count)
         ]
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
-
-
-def _number(data: Mapping[str, Any], key: str, where: str, default: float | None = None) -> float:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}.{key}: must be a number, got {value!r}")
-    if value < 0:
-        raise ConfigError(f"{where}.{key}: must be >= 0, got {value}")
-    return float(value)
-
-
-def _integer(data: Mapping[str, Any], key: str, where: str, minimum: int, maximum: int | None = None) -> int:
-    value = data.get(key)
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
-        value = int(value)  # YAML reads 1e8 as a float
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{where}.{key}: must be an integer, got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum:,}"
-        raise ConfigError(f"{where}.{key}: must be {bound}, got {value:,}")
-    return value

@@ -13,9 +13,16 @@ from typing import Any
 
 from envs.core.dynamics import DynamicsConfig, load_dynamics
 from envs.core.errors import ConfigError, check_keys
+from envs.core.job import MAX_TIME_S
 from envs.core.runtime import RUNTIME_MODELS
 from envs.placement import get_placement_rule
+from envs.workload.synthetic_config import MAX_JOBS
+from envs.workload.table import LOAD_FACTORS
 
+MAX_SLOTS = 4096
+"""The most visible job (or running-job) slots of an observation."""
+MAX_REWARD_WEIGHT = 1e6
+"""The largest reward weight in absolute value (an infinite one makes every reward NaN)."""
 REWARD_TERMS = ("wait", "utilization")
 """Names of the reward terms (see the env's docstring)."""
 
@@ -57,13 +64,17 @@ class EnvConfig:
             object.__setattr__(self, "placement_rules", tuple(self.placement_rules))
         for key in ("episode_jobs", "slots", "running_slots", "max_queue_obs", "max_priority_obs"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"env.{key}: must be an integer >= 1, got {value!r}")
+            most = MAX_SLOTS if key in ("slots", "running_slots") else MAX_JOBS
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise ConfigError(f"env.{key}: must be an integer in 1..{most:,}, got {value!r}")
         for key in ("wait_scale_s", "load_factor", "max_wait_obs_s", "max_runtime_obs_s", "max_dataset_obs_gib",
                     "ending_soon_obs_s", "max_service_obs_gpu_s"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ConfigError(f"env.{key}: must be a number > 0, got {value!r}")
+            low, high = LOAD_FACTORS if key == "load_factor" else (0.0, MAX_TIME_S)
+            number = not isinstance(value, bool) and isinstance(value, (int, float))
+            if not number or not (low <= value if low else value > 0) or not value <= high:
+                bounds = f"[{low:g}, {high:g}]" if low else f"(0, {high:g}]"
+                raise ConfigError(f"env.{key}: must be a number in {bounds}, got {value!r}")
         if not self.placement_rules:
             raise ConfigError("env.placement_rules: needs at least one rule")
         for rule in self.placement_rules:
@@ -74,7 +85,12 @@ class EnvConfig:
         unknown = sorted(set(self.reward_weights) - set(REWARD_TERMS))
         if unknown:
             raise ConfigError(f"env.reward_weights.{unknown[0]}: unknown term (known: {', '.join(REWARD_TERMS)})")
-        object.__setattr__(self, "reward_weights", {t: float(self.reward_weights.get(t, 0.0)) for t in REWARD_TERMS})
+        weights = {t: self.reward_weights.get(t, 0.0) for t in REWARD_TERMS}
+        for term, weight in weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not abs(weight) <= MAX_REWARD_WEIGHT:
+                raise ConfigError(f"env.reward_weights.{term}: must be a number within ±{MAX_REWARD_WEIGHT:g}, got "
+                                  f"{weight!r}")
+        object.__setattr__(self, "reward_weights", {t: float(w) for t, w in weights.items()})
         if self.runtime_model not in RUNTIME_MODELS:
             raise ConfigError(f"env.runtime_model: must be {' or '.join(map(repr, RUNTIME_MODELS))}, "
                               f"got {self.runtime_model!r}")

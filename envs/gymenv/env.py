@@ -195,8 +195,15 @@ class GPUClusterEnv(gym.Env):
     # ---- Gymnasium API -----------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        unknown = sorted(set(options or {}) - {"workload"})
+        if unknown:
+            raise TypeError(f"reset(options=...): unknown option(s) {', '.join(map(repr, unknown))} (known: "
+                            "'workload')")
         episode = self._source.sample(self.np_random)
         if options and "workload" in options:  # replay a given job table (the draw above still advances the rng)
+            if not isinstance(options["workload"], Workload):
+                raise TypeError(f"reset(options={{'workload': ...}}): expected a Workload (envs.workload.table), got "
+                                f"{type(options['workload']).__name__}")
             episode = episode._replace(workload=options["workload"])
         self.workload = episode.workload  # the episode's job table (e.g. to run a heuristic on the same episode)
         self.dynamics = episode.dynamics  # its failures and outages, with the episode's seed
@@ -208,6 +215,8 @@ class GPUClusterEnv(gym.Env):
 
     def step(self, action: int):
         sim = self._require_sim()
+        if sim.done:  # Gymnasium: after terminated, step's behaviour is undefined; here it is an error
+            raise RuntimeError("step() after the episode ended (terminated=True): call reset() first")
         action = action_index(action, str(self.action_space))
         try:
             self._apply(action)

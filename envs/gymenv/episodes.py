@@ -8,12 +8,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from envs.core.dynamics import DynamicsConfig
+from envs.core.dynamics import DynamicsConfig, scheduled_gpus
 from envs.core.errors import ConfigError
 from envs.core.runtime import RuntimeConfig
 from envs.gymenv.config import EnvConfig
 from envs.scenario import governed, load_trace_once, scenario_cluster, synthetic_config, trace_spec
-from envs.sim.dynamics import scheduled_gpus
 from envs.workload.synthetic import generate
 from envs.workload.table import Workload
 

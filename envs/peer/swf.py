@@ -31,6 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from envs.core.errors import ConfigError, TraceFormatError
+from envs.core.numbers import decimal, integer
 from envs.workload.reader import no_jobs_left, read_lines, show
 
 _FIELDS = 18
@@ -137,10 +138,10 @@ def _read_header(text: str, where: str, lineno: int, headers: dict[str, int]) ->
     for prefix, key in _HEADERS.items():
         if text.startswith(prefix):
             value = text[len(prefix) :].strip()
-            try:
-                headers[key] = int(value)
-            except ValueError:
-                raise TraceFormatError(where, lineno, f"header {key} value {show(value)} is not an integer") from None
+            number = integer(value)
+            if number is None:
+                raise TraceFormatError(where, lineno, f"header {key} value {show(value)} is not an integer")
+            headers[key] = number
 
 
 def _read_record(text: str, where: str, lineno: int) -> PeerJob | None:
@@ -148,12 +149,12 @@ def _read_record(text: str, where: str, lineno: int) -> PeerJob | None:
     parts = text.split()
     if len(parts) < _FIELDS:
         raise TraceFormatError(where, lineno, f"{len(parts)} fields, but an SWF record has at least {_FIELDS}")
-    try:
-        job_id, submit, _, run, allocated = map(int, parts[:5])
-        float(parts[_FLOAT_FIELD])
-        _, requested, request, *_ = map(int, parts[6:_UNREAD_FIELD] + parts[_UNREAD_FIELD + 1 : _FIELDS])
-    except ValueError:
-        raise TraceFormatError(where, lineno, _culprit(parts)) from None
+    ints = [integer(t) for t in parts[:_FIELDS]]
+    if decimal(parts[_FLOAT_FIELD]) is None or None in ints[:_FLOAT_FIELD] + ints[_FLOAT_FIELD + 1 : _UNREAD_FIELD] \
+            + ints[_UNREAD_FIELD + 1 :]:
+        raise TraceFormatError(where, lineno, _culprit(parts))
+    job_id, submit, _, run, allocated = ints[:5]
+    _, requested, request, *_ = ints[6:_UNREAD_FIELD] + ints[_UNREAD_FIELD + 1 : _FIELDS]
     if run == 0:
         return None
     return PeerJob(
@@ -170,9 +171,7 @@ def _culprit(parts: list[str]) -> str:
     for index, text in enumerate(parts[:_FIELDS]):
         if index == _UNREAD_FIELD:
             continue
-        try:
-            float(text) if index == _FLOAT_FIELD else int(text)
-        except ValueError:
+        if (decimal(text) if index == _FLOAT_FIELD else integer(text)) is None:
             kind = "a number" if index == _FLOAT_FIELD else "an integer"
             return f"field {index + 1} {show(text)} is not {kind}"
     return "unreadable record"  # not reached: some field failed above

@@ -17,8 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from envs.core.cluster import ClusterSpec
-from envs.core.dynamics import MTBF, DynamicsConfig
-from envs.core.errors import ConfigError
+from envs.core.dynamics import MTBF, DynamicsConfig, scheduled_gpus
 
 REPAIR, FAIL, OUTAGE_END, OUTAGE_START, TIMER = range(5)
 """Event kinds, in the order they are applied at one instant: repairs free resources before failures take them,
@@ -80,21 +79,6 @@ class Timeline:
         if kind == OUTAGE_START:
             return event._replace(time_s=t + self._rng.exponential(o.mttr_s), kind=OUTAGE_END)
         return event._replace(time_s=t + self._rng.exponential(o.mtbf_s), kind=OUTAGE_START)
-
-
-def scheduled_gpus(config: DynamicsConfig, cluster: ClusterSpec) -> list[int]:
-    """The global GPU index of each explicit failure of ``config`` (-1 for a node failure); a :class:`ConfigError`
-    when one names a node or a GPU that ``cluster`` does not have."""
-    found = []
-    for i, s in enumerate(config.failures.schedule):
-        where = f"scenario {config.name!r}: failures.schedule[{i}]"
-        if s.node >= cluster.n_nodes:
-            raise ConfigError(f"{where}.node: {s.node} is not a node of {cluster.name} (0..{cluster.n_nodes - 1})")
-        size = int(cluster.node_n_gpus[s.node])
-        if s.gpu is not None and s.gpu >= size:
-            raise ConfigError(f"{where}.gpu: node {s.node} has {size} GPUs (0..{size - 1}), got {s.gpu}")
-        found.append(-1 if s.gpu is None else int(cluster.node_first_gpu[s.node]) + s.gpu)
-    return found
 
 
 def _per_node(mtbf: MTBF, cluster: ClusterSpec) -> np.ndarray:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from envs.core.cluster import MILLI_PER_GPU
-from envs.core.errors import ConfigError
+from envs.core.errors import ActionRefused, ConfigError
+from envs.core.job import RefusalReason
 from envs.gymenv.config import EnvConfig
 from envs.gymenv.episodes import EpisodeSource
 from envs.gymenv.observation import ObservationEncoder
@@ -37,6 +39,11 @@ from envs.workload.table import Workload
 DAY_S = 86400.0
 
 
+MAX_NUM_ENVS = 65_536
+"""The most clusters one batched env steps (each holds its own copy of the cluster state; 10⁸ asked for 16 GB and
+more before failing)."""
+
+
 class VecClusterEnv:
     """``num_envs`` clusters of ``config`` in lockstep on ``device``; ``workloads`` is the pool's size (episodes
     drawn from the config's workload source, seeded by ``seed``) or the workloads themselves."""
@@ -44,8 +51,9 @@ class VecClusterEnv:
     def __init__(self, config: EnvConfig, num_envs: int, device: str | torch.device = "cpu", seed: int = 0,
                  workloads: int | Sequence[Workload] = 64, max_passes: int = 64, record: bool = False) -> None:
         check_config(config)
-        if num_envs < 1 or max_passes < 1:
-            raise ConfigError(f"batched engine: num_envs and max_passes must be >= 1, got {num_envs}, {max_passes}")
+        if not 1 <= num_envs <= MAX_NUM_ENVS or max_passes < 1:
+            raise ConfigError(f"batched engine: num_envs must be in 1..{MAX_NUM_ENVS:,} and max_passes >= 1, got "
+                              f"{num_envs}, {max_passes}")
         self.config, self.num_envs, self.max_passes = config, num_envs, max_passes
         self.device = torch.device(device)
         source = EpisodeSource(config)
@@ -107,6 +115,7 @@ class VecClusterEnv:
         self.busy_s = torch.zeros(n, **f64)  # (N,) ∫ allocated GPUs dt [GPU-s]
         self.returns = torch.zeros(n, **f64)  # (N,) reward summed over the episode
         self._plan: Plan | None = None
+        self._mask = torch.zeros(self.num_envs, self.n_actions, dtype=torch.bool, device=self.device)
 
     # ---- API -------------------------------------------------------------------------------------------------------
     def reset(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -116,12 +125,33 @@ class VecClusterEnv:
         self._reset(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
         return self._observe()
 
+    def _checked(self, actions: Any) -> torch.Tensor:
+        """``actions`` as int64 on the device, refused as the event env refuses them: a ``TypeError`` for anything
+        but an integer tensor of one action per cluster, an :class:`ActionRefused` naming the first cluster whose
+        action is out of range or masked (nothing is applied then)."""
+        if not isinstance(actions, torch.Tensor) or actions.dtype.is_floating_point or actions.dtype == torch.bool \
+                or actions.is_complex() or tuple(actions.shape) != (self.num_envs,):
+            raise TypeError(f"actions: one integer per cluster, a tensor of shape ({self.num_envs},), got "
+                            f"{type(actions).__name__} {getattr(actions, 'dtype', '')} "
+                            f"{tuple(getattr(actions, 'shape', ()))}")
+        actions = actions.to(self.device, torch.int64)
+        in_range = (actions >= 0) & (actions < self.n_actions)
+        if not bool(in_range.all()):
+            i = int((~in_range).nonzero()[0])
+            raise ActionRefused(RefusalReason.UNKNOWN_JOB, f"cluster {i}: action {int(actions[i])} is outside "
+                                f"0..{self.n_actions - 1}")
+        legal = self._mask.gather(1, actions[:, None])[:, 0]
+        if not bool(legal.all()):
+            i = int((~legal).nonzero()[0])
+            raise ActionRefused(RefusalReason.NOT_PENDING, f"cluster {i}: action {int(actions[i])} is masked")
+        return actions
+
     def step(self, actions: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor,
                                                    torch.Tensor, dict[str, torch.Tensor]]:
         """Apply one action per cluster (each legal under the last mask); see the module docstring."""
         if self._plan is None:
             raise RuntimeError("call reset() before step()")
-        actions = actions.to(self.device, torch.int64)
+        actions = self._checked(actions)
         rules = len(self.config.placement_rules)
         start = actions < self.config.n_starts
         slot = torch.where(start, actions // rules, 0)
@@ -332,6 +362,7 @@ class VecClusterEnv:
         mask[:, -1] = events_left & ~(c.work_conserving & fits.any(1))
         obs = {"cluster": self._cluster_features(), "global": self._global_features(),
                "jobs": self._job_features(klass, present, fits), "placements": self._placement_features(klass, fits)}
+        self._mask = mask  # what the next step's actions are checked against
         return obs, mask
 
     def _job_features(self, klass: torch.Tensor, present: torch.Tensor, fits: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from envs.core.errors import ConfigError, JobSpecError, TraceFormatError
-from envs.core.job import Job
+from envs.core.job import MAX_TIME_S, Job
+from envs.core.numbers import decimal
 from envs.workload.table import Workload
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -27,8 +28,22 @@ _SNIFF_BYTES = 64 * 1024  # what format detection reads of a file; also the gzip
 _SHOW_CHARS = 40  # longest field text quoted in full in an error message
 
 
+MAX_TRACE_BYTES = 2**31
+"""The largest trace read, as stored and uncompressed (the largest published traces hold a few hundred MB) [bytes]."""
+
+
+def _regular(path: str | Path) -> None:
+    """Refuse anything but a regular file (``/dev/zero`` or a pipe would be read for ever) with a one-line
+    :class:`ConfigError`; a missing file is left to ``open`` (the usual ``OSError``)."""
+    if Path(path).is_dir():
+        raise ConfigError(f"{path}: is a directory, not a trace")
+    if Path(path).exists() and not Path(path).is_file():
+        raise ConfigError(f"{path}: not a regular file (a device or a pipe), not a trace")
+
+
 def read_lines(path: str | Path) -> list[str]:
-    """The lines of a text trace (plain or gzip), decoded as UTF-8; element ``i`` is line ``i + 1``."""
+    """The lines of a text trace (plain or gzip, at most :data:`MAX_TRACE_BYTES` either way), decoded as UTF-8;
+    element ``i`` is line ``i + 1``."""
     data = _read_bytes(path)
     try:
         text = data.decode("utf-8")
@@ -40,6 +55,7 @@ def read_lines(path: str | Path) -> list[str]:
 
 def first_line(path: str | Path) -> str:
     """The first non-blank line of a trace, stripped (format sniffing; a damaged file gives what can be read)."""
+    _regular(path)
     with open(path, "rb") as f:
         head = f.read(_SNIFF_BYTES)
     if head.startswith(_GZIP_MAGIC):
@@ -59,15 +75,23 @@ def _is_gzip(path: str | Path) -> bool:
 
 
 def _read_bytes(path: str | Path) -> bytes:
+    _regular(path)
     if not _is_gzip(path):
-        return Path(path).read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_TRACE_BYTES + 1)
+        if len(data) > MAX_TRACE_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_TRACE_BYTES:,} bytes; not read")
+        return data
     chunks: list[bytes] = []
-    newlines = 0
+    newlines = size = 0
     with gzip.open(path, "rb") as f:
         try:
-            while chunk := f.read(_SNIFF_BYTES):
+            while chunk := f.read(_SNIFF_BYTES):  # ends: the size is bounded below
                 chunks.append(chunk)
                 newlines += chunk.count(b"\n")
+                size += len(chunk)
+                if size > MAX_TRACE_BYTES:
+                    raise ConfigError(f"{path}: unpacks to more than {MAX_TRACE_BYTES:,} bytes; not read")
         except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
             raise TraceFormatError(str(path), newlines + 1, f"corrupt gzip data at or after this line: {exc}") from None
     return b"".join(chunks)
@@ -79,40 +103,47 @@ def show(text: str) -> str:
 
 
 def _float_or_nan(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
+    value = decimal(text)
+    return math.nan if value is None else value
 
 
 def number(text: str, path: str, line: int, what: str) -> float:
-    """``text`` as a finite float; ``what`` names the field in the error message."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise TraceFormatError(path, line, f"{what} {show(text)} is not a number") from None
+    """``text`` as a finite float, read by the project's one number rule (:mod:`envs.core.numbers`: plain ASCII
+    decimals); ``what`` names the field in the error message."""
+    value = decimal(text)
+    if value is None:
+        raise TraceFormatError(path, line, f"{what} {show(text)} is not a number")
     if not math.isfinite(value):
         raise TraceFormatError(path, line, f"{what} {show(text)} is not a finite number")
     return value
 
 
+MAX_WHOLE = 2**53
+"""The largest whole number a field may hold in absolute value (every integer up to it is exact as a float)."""
+
+
 def whole(text: str, path: str, line: int, what: str, minimum: int | None = None) -> int:
-    """``text`` as an integer (``"16"`` or ``"16.0"``), at least ``minimum`` when given."""
+    """``text`` as an integer (``"16"`` or ``"16.0"``), at least ``minimum`` when given, at most :data:`MAX_WHOLE`
+    in absolute value."""
     value = _float_or_nan(text)
-    if value.is_integer() and (minimum is None or value >= minimum):  # the fast path: nan and inf are not integers
+    if value.is_integer() and (minimum is None or value >= minimum) and abs(value) <= MAX_WHOLE:  # the fast path
         return int(value)
     value = number(text, path, line, what)
     if not value.is_integer():
         raise TraceFormatError(path, line, f"{what} {show(text)} is not a whole number")
+    if abs(value) > MAX_WHOLE:
+        raise TraceFormatError(path, line, f"{what} {show(text)} is out of range (at most 2^53)")
     raise TraceFormatError(path, line, f"{what} {show(text)} must be >= {minimum}")
 
 
 def seconds(text: str, path: str, line: int, what: str) -> float:
-    """``text`` as a finite, non-negative time [s]."""
+    """``text`` as a time in [0, ``MAX_TIME_S``] [s] (:data:`envs.core.job.MAX_TIME_S`)."""
     value = _float_or_nan(text)
-    if 0 <= value < math.inf:  # false for nan
+    if 0 <= value <= MAX_TIME_S:  # false for nan
         return value
     number(text, path, line, what)
+    if value > MAX_TIME_S:
+        raise TraceFormatError(path, line, f"{what} {show(text)} is out of range (at most {MAX_TIME_S:g} s)")
     raise TraceFormatError(path, line, f"{what} {show(text)} must be >= 0")
 
 

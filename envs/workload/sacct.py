@@ -82,7 +82,8 @@ from pathlib import Path
 
 from envs.core.errors import TraceFormatError
 from envs.core.gpu_types import DEFAULT_GPU_TYPES
-from envs.core.job import TraceOutcome
+from envs.core.job import MAX_TIME_S, TraceOutcome
+from envs.core.numbers import integer
 from envs.workload.node_inventory import gpu_type_for
 from envs.workload.reader import (
     JobCollector,
@@ -152,9 +153,11 @@ SLURM_STATE_SKIP: Mapping[str, str] = {
 
 _TIME = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}$")
 _NO_TIME = ("Unknown", "None", "")
-_DURATION = re.compile(r"^(?:(?:([0-9]+)-)?([0-9]+):)?([0-9]+):([0-9]+)$")
+MAX_MEM_MIB = 1e12
+"""The largest memory a job may ask for [MiB]."""
+_DURATION = re.compile(r"^(?:(?:([0-9]{1,9})-)?([0-9]{1,9}):)?([0-9]{1,9}):([0-9]{1,9})$")
 _NO_LIMIT = ("unlimited", "partition_limit")
-_MEM = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([KMGTP]?)$")
+_MEM = re.compile(r"^([0-9]{1,15}(?:\.[0-9]{1,15})?)([KMGTP]?)$")
 _MEM_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
 _EPOCH = datetime(1970, 1, 1)
 
@@ -195,12 +198,14 @@ def slurm_duration(text: str, where: str, line: int, what: str) -> float | None:
     match = _DURATION.match(text)
     if match:
         days, hours, minutes, secs = (int(g) if g else 0 for g in match.groups())
-        if minutes < 60 and secs < 60 and (hours < 24 or match.group(1) is None):
-            return float(((days * 24 + hours) * 60 + minutes) * 60 + secs)
+        total_s = float(((days * 24 + hours) * 60 + minutes) * 60 + secs)
+        if minutes < 60 and secs < 60 and (hours < 24 or match.group(1) is None) and total_s <= MAX_TIME_S:
+            return total_s
     raise TraceFormatError(
         where,
         line,
-        f"{what} {show(text)} is not [days-]hours:minutes:seconds, minutes:seconds, UNLIMITED or Partition_Limit",
+        f"{what} {show(text)} is not [days-]hours:minutes:seconds (at most {MAX_TIME_S:g} s), minutes:seconds, "
+        "UNLIMITED or Partition_Limit",
     )
 
 
@@ -234,6 +239,9 @@ def _tres(text: str, where: str, line: int, what: str) -> _Tres:
             if not match:
                 raise TraceFormatError(where, line, f"{what} mem {show(value)} is not a size like 64G or 2000M")
             mem_mib = math.ceil(float(match.group(1)) * _MEM_MIB[match.group(2)])
+            if mem_mib > MAX_MEM_MIB:
+                raise TraceFormatError(where, line, f"{what} mem {show(value)} is out of range (at most "
+                                                    f"{MAX_MEM_MIB:g} MiB)")
     gpus = untyped if untyped is not None else sum(typed.values())
     return _Tres(gpus, frozenset(t for t, n in typed.items() if n > 0), cpus, mem_mib)
 
@@ -289,7 +297,7 @@ def _records(where: str, lines: Sequence[str]) -> list[tuple[_Record, str]]:
         fields = dict(zip(header, (v.strip() for v in values), strict=True))
         raw_text = fields["JobIDRaw"]
         base, dot, step_name = raw_text.partition(".")
-        if not base.isdigit() or (dot and not step_name):
+        if integer(base) is None or base[:1] in "+-" or (dot and not step_name):
             raise TraceFormatError(where, lineno, f"JobIDRaw {show(raw_text)} is not N or N.STEP")
         key, offset = base, 0
         if fields.get("JobID"):

@@ -66,6 +66,7 @@ SCONTROL_KEYS = ("NodeName", "CPUTot", "RealMemory", "Gres")
 _KEY = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=(.*)$")
 _MIG_TYPE = re.compile(r"(?:^|[_-])[1-7]g\.[0-9]+gb$", re.IGNORECASE)
 _NO_VALUE = ("", "(null)")
+_INDEX = re.compile(r"[0-9]{1,9}")  # a hostlist index: ASCII digits, short enough that no range is huge
 
 
 def load_scontrol_cluster(path: str | Path, gpu_types: Mapping[str, GPUType] | None = None) -> ClusterSpec:
@@ -302,9 +303,12 @@ def _expand_one(text: str, where: str, line: int) -> list[str]:
     numbers: list[str] = []
     for item in ranges.split(","):
         low, dash, high = item.partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()) or (dash and int(high) < int(low)):
+        if not _INDEX.fullmatch(low) or (dash and not _INDEX.fullmatch(high)) or (dash and int(high) < int(low)):
             raise TraceFormatError(where, line, f"hostlist range {show(item)} in {show(text)} is not N or N-M (M >= N)")
-        if dash and int(high) - int(low) >= MAX_NODES:
-            raise TraceFormatError(where, line, f"hostlist range {show(item)} names more than {MAX_NODES:,} nodes")
+        if int(high or low) - int(low) + len(numbers) >= MAX_NODES:
+            raise TraceFormatError(where, line, f"hostlist {show(text)} names more than {MAX_NODES:,} nodes")
         numbers.extend(str(n).zfill(len(low)) for n in range(int(low), int(high or low) + 1))
-    return [prefix + number + tail for number in numbers for tail in _expand_one(rest, where, line)]
+    tails = _expand_one(rest, where, line)
+    if len(numbers) * len(tails) > MAX_NODES:  # each bracket bounded, their product too
+        raise TraceFormatError(where, line, f"hostlist {show(text)} names more than {MAX_NODES:,} nodes")
+    return [prefix + number + tail for number in numbers for tail in tails]

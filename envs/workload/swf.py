@@ -52,6 +52,7 @@ from pathlib import Path
 from envs.core.cluster import MAX_GPUS
 from envs.core.errors import ConfigError, TraceFormatError
 from envs.core.job import TraceOutcome
+from envs.core.numbers import decimal
 from envs.workload.reader import JobCollector, number, read_lines, whole
 from envs.workload.table import Workload
 
@@ -128,11 +129,8 @@ def _read_header(text: str, where: str, lineno: int, headers: dict[str, int]) ->
 def _values(parts: list[str], where: str, lineno: int) -> list[float]:
     if len(parts) != len(SWF_FIELDS):
         raise TraceFormatError(where, lineno, f"{len(parts)} fields, but an SWF record has {len(SWF_FIELDS)}")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        values = []
-    if len(values) != len(parts) or not all(map(math.isfinite, values)):
+    values = [decimal(p) for p in parts]  # the one number rule: plain ASCII decimals
+    if None in values or not all(map(math.isfinite, values)):
         # Slow path, only for a bad line: find the field to blame (number() raises).
         values = [number(p, where, lineno, _what(i)) for i, p in enumerate(parts)]
     return values

@@ -22,6 +22,7 @@ from typing import ClassVar
 from envs.core.cluster import MILLI_PER_GPU
 from envs.core.errors import ConfigError
 from envs.core.files import read_yaml
+from envs.core.job import JOB_BOUNDS, MAX_PRIORITY
 from envs.core.mig import normalize_profile
 from envs.workload.config_fields import (
     build,
@@ -39,8 +40,15 @@ ARRIVAL_PROCESSES = ("poisson", "diurnal")
 """Names accepted by ``arrivals.process``."""
 
 
-MAX_JOBS = 10_000_000
-"""The most jobs a synthetic workload may have (a larger one is a configuration error, not a MemoryError)."""
+TARGET_LOADS = (1e-3, 100.0)
+"""The range of ``target_load`` (offered GPU-time per GPU-time of the cluster): below, arrivals spread over
+centuries; above, a run is all queue."""
+MAX_USERS = 1_000_000
+"""The most users a synthetic workload may have (10⁹ ran out of memory drawing their activity)."""
+MAX_JOBS = 1_000_000
+"""The most jobs a synthetic workload may have (a larger one is a configuration error, not a MemoryError): one
+million generate in about 11 CPU-seconds and take about 1.1 GB as Job objects; ten million ran out of time and
+memory."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +189,8 @@ class ConstraintConfig:
                  "must name at least one type when typed_share > 0", sorted(self.typed_gpu_types))  # fmt: skip
         choice(self, "memory_gib", "memory_probs")
         non_negative(self, "cpu_milli_per_gpu", "ram_mib_per_gpu")
+        for name in ("cpu_milli_per_gpu", "ram_mib_per_gpu"):  # the job's own bounds (envs.core.job.JOB_BOUNDS)
+            check(self, [name], lambda v, most=JOB_BOUNDS[name]: v <= most, f"must be at most {JOB_BOUNDS[name]:g}")
 
 
 @dataclass(frozen=True)
@@ -199,6 +209,7 @@ class UserConfig:
 
     def __post_init__(self) -> None:
         positive(self, "n_users")
+        require(self.n_users <= MAX_USERS, "users.n_users", f"must be at most {MAX_USERS:,}", self.n_users)
         non_negative(self, "zipf_exponent")
         check(self, ["n_teams"], lambda v: 1 <= v <= self.n_users, "must be in 1..n_users")
 
@@ -271,6 +282,9 @@ class PriorityClass:
 
     def __post_init__(self) -> None:
         require(bool(self.name), "priority_classes.name", "every class needs a non-empty name", self.name)
+        require(isinstance(self.priority, int) and not isinstance(self.priority, bool)
+                and abs(self.priority) <= MAX_PRIORITY, f"{self._where}.priority",
+                f"must be an integer within ±{MAX_PRIORITY:,}", self.priority)
         probability(self, "share", "preemptible_share")
 
 
@@ -309,6 +323,8 @@ class SyntheticConfig:
         require(bool(self.name), "name", "must be non-empty", self.name)
         positive(self, "n_jobs", "target_load")
         require(self.n_jobs <= MAX_JOBS, "n_jobs", f"must be at most {MAX_JOBS:,}", self.n_jobs)
+        low, high = TARGET_LOADS
+        require(low <= self.target_load <= high, "target_load", f"must be in [{low:g}, {high:g}]", self.target_load)
         classes = self.priority_classes
         names = [c.name for c in classes]
         require(len(classes) > 0, "priority_classes", "needs at least one class", classes)

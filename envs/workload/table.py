@@ -11,6 +11,10 @@ import numpy as np
 from envs.core.errors import ConfigError
 from envs.core.job import Job
 
+LOAD_FACTORS = (1e-3, 1e3)
+"""The range of load factors (arrival rates scaled by a factor): at 10⁻³ a day of arrivals spreads over three
+years, at 10³ over 90 s; beyond, times leave their bounds or the jobs all arrive at once."""
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -78,8 +82,8 @@ class Workload:
 
     def scale_load(self, factor: float) -> Workload:
         """Divide every inter-arrival time by ``factor`` (2 = twice the arrival rate), keeping the first submit."""
-        if not factor > 0:
-            raise ConfigError(f"load factor: must be > 0, got {factor}")
+        if not LOAD_FACTORS[0] <= factor <= LOAD_FACTORS[1]:
+            raise ConfigError(f"load factor: must be in [{LOAD_FACTORS[0]:g}, {LOAD_FACTORS[1]:g}], got {factor}")
         if not self.jobs:
             return self
         t0 = self.jobs[0].submit_time_s
