@@ -34,9 +34,13 @@ from typing import Any
 from envs.core.cli import ArgumentParser, at_least, run_cli
 from envs.core.dynamics import NO_DYNAMICS
 from envs.core.errors import ConfigError
-from envs.core.files import write_text_atomically
+from envs.core.files import folder_lock, new_folder, write_text_atomically
 from envs.core.metrics import WHOLE_RUN, window_fractions
-from evaluation.aggregate import markdown_table
+from envs.core.numbers import decimal, integer
+from envs.peer.swf import peer_trace_once
+from envs.scenario import load_trace_once, trace_spec
+from envs.workload.table import LOAD_FACTORS
+from evaluation.aggregate import DEFAULT_TABLE_KEYS, markdown_table
 from evaluation.backends import BACKENDS, Result, execute
 from evaluation.learning import (
     CANDIDATES,
@@ -48,8 +52,9 @@ from evaluation.learning import (
     validation_ranking,
 )
 from evaluation.paired import paired_comparison, paired_table, stratified_iqm
+from evaluation.provenance import run_inputs
 from evaluation.report import write_run_folder
-from evaluation.runner import RunSpec, check
+from evaluation.runner import RunSpec, check, rejection_text
 from evaluation.suites import SUITES, suite_specs
 
 LEARNING_SUITE = "learning"
@@ -57,20 +62,24 @@ RUNS_FILE = "runs.jsonl"
 """One JSON line per finished run (row, trace, timing), appended as each run finishes."""
 
 
+MAX_SEED = 2**63 - 1
+"""The largest seed (numpy's generators take any integer >= 0; a run's seed is stored as a 64-bit integer)."""
+
+
 def _ints(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    values = [integer(x.strip()) for x in text.split(",") if x.strip()]
+    if None in values or not all(0 <= v <= MAX_SEED for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers in 0..2^63-1, got {text!r}")
+    return values
 
 
 def _floats(text: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-    if not all(v > 0 and v != float("inf") for v in values):
-        raise argparse.ArgumentTypeError(f"load factors must be finite numbers > 0, got {text!r}")
+    values = [decimal(x.strip()) for x in text.split(",") if x.strip()]
+    if None in values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
+    low, high = LOAD_FACTORS
+    if not all(low <= v <= high for v in values):
+        raise argparse.ArgumentTypeError(f"load factors must be in [{low:g}, {high:g}], got {text!r}")
     return values
 
 
@@ -128,7 +137,10 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     parser.add_argument("--no-plots", action="store_true", help="skip the plots")
     parser.add_argument("--json", action="store_true", help="print summary.json to stdout and nothing else")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of its line")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.ray_address and args.backend != "ray":
+        parser.error("argument --ray-address: applies only with --backend ray")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,8 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_key(spec: RunSpec) -> list[Any]:
-    """What identifies a run among the records of a run folder; its metrics window too, so that a rerun with another
-    ``--metrics-window`` computes its rows again (a whole-run key is what it was before windows existed)."""
+    """What identifies a run among the records of a run folder: its arguments (the metrics window too, so that a
+    rerun with another ``--metrics-window`` computes its rows again), the digest of every file it names and the code
+    version (:func:`evaluation.provenance.run_inputs`), so that an input edited at the same path, or newer code,
+    runs again rather than reusing a stale row."""
     key = [spec.policy, spec.workload, spec.cluster, spec.seed, spec.load, list(spec.window or ()), spec.label]
     if spec.dynamics != NO_DYNAMICS:
         key.append(spec.dynamics)
@@ -146,7 +160,9 @@ def run_key(spec: RunSpec) -> list[Any]:
         key.append({"policy_config": spec.policy_config})
     if spec.train:
         key.append({"train": list(spec.train)})
-    return [*key, {"metrics_window": list(spec.metrics_window)}] if spec.windowed else key
+    if spec.windowed:
+        key.append({"metrics_window": list(spec.metrics_window)})
+    return [*key, {"inputs": run_inputs(spec)}]
 
 
 def check_all(specs: Sequence[RunSpec]) -> None:
@@ -173,18 +189,45 @@ def prepare_out(out: Path) -> None:
 
 
 def read_records(out: Path) -> dict[str, Result]:
-    """The finished runs a run folder holds, by run key (a line cut short by an interruption is ignored)."""
+    """The finished runs a run folder holds, by run key. A last line cut short (a killed run, a full disk) is cut
+    off the file, so that the next record starts on a line of its own; any other line that is not a record (not
+    JSON, not an object with a key list and row, trace and timing objects) is skipped with a one-line warning."""
     records: dict[str, Result] = {}
     path = out / RUNS_FILE
     if not path.is_file():
         return records
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-            records[json.dumps(record["key"])] = (record["row"], record["trace"], record["timing"])
-        except (json.JSONDecodeError, KeyError, TypeError):
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        kept = data.rfind(b"\n") + 1
+        with path.open("r+b") as handle:
+            handle.truncate(kept)
+        print(f"evaluate.py: warning: {path}: removed a last record cut short ({len(data) - kept} bytes)",
+              file=sys.stderr)
+        data = data[:kept]
+    bad = []
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
             continue
+        record = _record(line)
+        if record is None:
+            bad.append(number)
+            continue
+        records[json.dumps(record["key"])] = (record["row"], record["trace"], record["timing"])
+    if bad:
+        print(f"evaluate.py: warning: {path}: skipped {len(bad)} line(s) that are not run records (line "
+              f"{', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''})", file=sys.stderr)
     return records
+
+
+def _record(line: str) -> dict[str, Any] | None:
+    """The run record on a line of ``runs.jsonl``, or None when the line is not one."""
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("key"), list):
+        return None
+    return record if all(isinstance(record.get(k), dict) for k in ("row", "trace", "timing")) else None
 
 
 def run_all(specs: Sequence[RunSpec], out: Path, args: Any) -> list[Result]:
@@ -221,23 +264,62 @@ def evaluate(args: Any) -> int:
     specs = [dataclasses.replace(spec, policy_config=args.policy_config, metrics_window=args.metrics_window,
                                  train=tuple(args.train_seeds)) for spec in specs]
     check_all(specs)
-    out = args.out or Path("runs") / f"eval-{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
-    prepare_out(out)
+    out = run_folder(args.out, args.suite)
+    with folder_lock(out, f"--out {out}"):
+        return evaluate_specs(specs, out, args)
+
+
+def run_folder(out: Path | None, suite: str) -> Path:
+    """The run folder: ``out``, created if need be, or a new ``runs/eval-SUITE-TIME[-N]``; checked writable."""
+    folder = out or new_folder(Path("runs") / f"eval-{suite}-{time.strftime('%Y%m%d-%H%M%S')}")
+    prepare_out(folder)
+    return folder
+
+
+def warn_dropped(specs: Sequence[RunSpec], rows: Sequence[dict[str, Any]]) -> tuple[dict[str, dict[str, int]], bool]:
+    """One warning line (standard error) for each trace whose loader skipped records, and one for the jobs the runs
+    rejected at submission, by reason; (the skipped records by trace and reason, whether any job was rejected)."""
+    found: dict[str, dict[str, int]] = {}
+    for spec in {(s.workload, s.peer): s for s in specs}.values():
+        trace = trace_spec(spec.workload)
+        if trace is None:
+            continue
+        skipped = dict(peer_trace_once(str(Path(trace.path).resolve())).skipped if spec.peer
+                       else load_trace_once(trace.path, trace.fmt).skipped)
+        if skipped:
+            found[trace.path] = skipped
+            reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(skipped.items(), key=lambda kv: -kv[1]))
+            print(f"evaluate.py: warning: {trace.path}: {sum(skipped.values()):,} trace records skipped "
+                  f"({reasons})", file=sys.stderr)
+    rejected = [row for row in rows if row.get("n_rejected")]
+    if rejected:
+        total = {k: sum(row.get(k, 0) for row in rejected) for k in rejected[0] if k.startswith("rejected_")}
+        print(f"evaluate.py: warning: {sum(r['n_rejected'] for r in rejected):,.0f} of "
+              f"{sum(r['n_jobs'] for r in rows):,.0f} jobs were rejected at submission, in {len(rejected)} of "
+              f"{len(rows)} runs ({rejection_text(total)}); the n_rejected and rejected_* columns of results.csv "
+              "count them", file=sys.stderr)
+    return found, bool(rejected)
+
+
+def evaluate_specs(specs: Sequence[RunSpec], out: Path, args: Any) -> int:
+    """Run ``specs`` into the run folder ``out`` (held by this process), write its tables and print them."""
     results = run_all(specs, out, args)
     rows = [row for row, _, _ in results]
+    skipped, any_rejected = warn_dropped(specs, rows)
     traces = [trace for _, trace, _ in results]
     timings = [{"policy": row["policy"], "workload": row["workload"], "seed": row["seed"], **timing}
                for row, _, timing in results]
     plots = not args.no_plots
     try:
-        summary, figures = write_run_folder(out, rows, traces, timings, plots, args.metrics_window)
+        summary, figures = write_run_folder(out, rows, traces, timings, plots, args.metrics_window, skipped)
     except ImportError as exc:  # matplotlib missing: keep the tables, say how to get the plots
         print(f"evaluate.py: no plots: {exc}", file=sys.stderr)
-        summary, figures = write_run_folder(out, rows, traces, timings, False, args.metrics_window)
+        summary, figures = write_run_folder(out, rows, traces, timings, False, args.metrics_window, skipped)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(markdown_table(summary["results"]))
+    print(markdown_table(summary["results"], (*DEFAULT_TABLE_KEYS, "n_rejected") if any_rejected
+                         else DEFAULT_TABLE_KEYS))
     if args.metrics_window != WHOLE_RUN:
         head, tail = args.metrics_window
         print(f"\nsteady state (--metrics-window): the first {head * 100:g}% and the last {tail * 100:g}% of the "
@@ -265,10 +347,17 @@ def evaluate_learning(args: Any) -> int:
     bad = [p for p in labels if p not in planner_labels()]
     if bad:
         raise ConfigError(f"--planners: unknown {', '.join(bad)} (known: {', '.join(planner_labels())}, none)")
-    out = args.out or Path("runs") / f"eval-learning-{time.strftime('%Y%m%d-%H%M%S')}"
     validation = [case.spec(p, seed) for case in cases for seed in case.validation for p in candidates]
     check_all(validation)
-    prepare_out(out)
+    out = run_folder(args.out, LEARNING_SUITE)
+    with folder_lock(out, f"--out {out}"):
+        return learning_runs(cases, candidates, labels, validation, out, args)
+
+
+def learning_runs(cases: Sequence[Any], candidates: list[str], labels: list[str], validation: list[RunSpec],
+                  out: Path, args: Any) -> int:
+    """The learning suite's runs into the run folder ``out`` (held by this process): validation, the reference of
+    each case, the test seeds, and the paired tables."""
     validated = run_all(validation, out, args)
     validation_rows = [row for row, _, _ in validated]
     rankings = validation_ranking(validation_rows, cases, candidates)

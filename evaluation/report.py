@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +52,15 @@ def build_summary(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, An
 
 def write_run_folder(out: Path, rows: Sequence[dict[str, Any]], traces: Sequence[dict[str, Any]],
                      timings: Sequence[dict[str, Any]], plots: bool = True,
-                     metrics_window: tuple[float, float] = WHOLE_RUN) -> tuple[dict[str, Any], list[Path]]:
+                     metrics_window: tuple[float, float] = WHOLE_RUN,
+                     skipped: Mapping[str, Mapping[str, int]] | None = None) -> tuple[dict[str, Any], list[Path]]:
     """Write results.csv, timing.csv, summary.json and (if matplotlib is there) the plots; return the summary.
-    ``metrics_window``: the (head, tail) window of the rows' metrics, recorded in summary.json."""
+    ``metrics_window``: the (head, tail) window of the rows' metrics, recorded in summary.json; ``skipped``: per
+    trace, the records its loader skipped by reason (summary.json's ``skipped_records``)."""
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "results.csv", rows)
     write_csv(out / "timing.csv", timings)
-    summary = build_summary(rows, timings, metrics_window)
+    summary = {**build_summary(rows, timings, metrics_window), "skipped_records": dict(skipped or {})}
     write_text_atomically(out / "summary.json", json.dumps(summary, indent=2))
     figures: list[Path] = []
     if plots:

@@ -119,8 +119,20 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
     p50, p99 = np.percentile(latencies, [50, 99]) * 1e6 if latencies else (0.0, 0.0)
     row = {"policy": spec.policy, "workload": spec.workload_label, "cluster": log.cluster_name, "seed": spec.seed,
            "load": spec.load, **_window_column(spec), **summarize(log, spec.metrics_window)}
+    everything = summarize(log) if spec.windowed else row
+    if everything["n_jobs"] > 0 and everything["n_rejected"] == everything["n_jobs"]:
+        raise ConfigError(f"{spec.policy} on {spec.workload_label} (seed {spec.seed}): all {everything['n_jobs']:,} "
+                          f"jobs were rejected at submission ({rejection_text(everything)}), so nothing was "
+                          "scheduled; check that the cluster has the jobs' partitions, GPU types and resources")
     timing = {"decision_p50_us": float(p50), "decision_p99_us": float(p99), "sim_wall_s": time.perf_counter() - t0}
     return row, _trace(spec, row, log), timing
+
+
+def rejection_text(row: dict[str, Any]) -> str:
+    """The rejected jobs of a row by reason, largest first (``unknown_partition 2,000, quota 3``)."""
+    counts = sorted(((k.removeprefix("rejected_"), int(v)) for k, v in row.items()
+                     if k.startswith("rejected_") and v), key=lambda kv: -kv[1])
+    return ", ".join(f"{reason} {count:,}" for reason, count in counts) or "none"
 
 
 def _window_column(spec: RunSpec) -> dict[str, str]:
@@ -245,6 +257,14 @@ def _run_peer_heuristic(name: str, jobs: Any, trace: PeerTrace) -> tuple[Any, li
     return run_sequence(jobs, trace.machine, choose, backfill, latencies), latencies
 
 
+def _held(record: Any) -> tuple[tuple[float, float], ...]:
+    """The (start, end) intervals in which a completed job held GPUs [s]: each of its runs, not the span from its
+    first start to its end (a preempted job waited in between)."""
+    if record.interruptions is not None and record.interruptions.runs:
+        return record.interruptions.runs
+    return ((record.start_time_s, record.finish_time_s),)
+
+
 def _trace(spec: RunSpec, row: dict[str, Any], log: JobLog) -> dict[str, Any]:
     """The plots' per-job data: the waits of the jobs the metrics window keeps (all, for the whole run), and every
     job's GPU intervals for utilization over time and the Gantt chart."""
@@ -255,6 +275,6 @@ def _trace(spec: RunSpec, row: dict[str, Any], log: JobLog) -> dict[str, Any]:
     return {
         "policy": row["policy"], "workload": row["workload"], "seed": spec.seed, "total_gpus": log.total_gpus,
         "wait_s": [r.wait_s for r in kept if r.state is JobState.COMPLETED],
-        "intervals": [[r.start_time_s, r.finish_time_s, r.job.gpu_share] for r in done],
+        "intervals": [[start, end, r.job.gpu_share] for r in done for start, end in _held(r)],
         "gantt": gantt,
     }

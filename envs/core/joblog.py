@@ -35,6 +35,7 @@ class Interruptions(NamedTuple):
     overhead_gpu_s: float  # restart overhead paid [GPU-seconds]
     lost_failure_gpu_s: float  # progress lost to failures [GPU-seconds]
     lost_preemption_gpu_s: float  # progress lost to preemptions [GPU-seconds]
+    runs: tuple[tuple[float, float], ...] = ()  # (start, end) of each run, in order [s]: when it held GPUs
 
 
 class JobRecord(NamedTuple):

@@ -134,6 +134,7 @@ class Interruptions:
         history.done_work_s += kept * speed / factor
         history.held_s += elapsed
         history.last_run_s, history.last_end_s = elapsed, now
+        history.runs.append((running.start_time_s, now))
         history.overhead_gpu_s += share * paid
         if preempted:
             history.preemptions += 1

@@ -283,7 +283,8 @@ class Simulator(Interruptions, Forking):
             if history is not None:
                 run_s = s.time_s - start_s
                 history.overhead_gpu_s += job.gpu_share * min(run_s, overhead_s)
-                start_s, interruptions = history.first_start_s, history.freeze(history.held_s + run_s)
+                start_s, interruptions = history.first_start_s, history.freeze(history.held_s + run_s,
+                                                                               (start_s, s.time_s))
         s.records.append(JobRecord(
             job=job, state=JobState.COMPLETED, start_time_s=start_s, finish_time_s=s.time_s,
             gpus=running.gpus, n_nodes=len(nodes), topology=level, speed=speed, topology_factor=factor,

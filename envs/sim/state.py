@@ -6,7 +6,7 @@ heap, the demand histogram, the time integrals); everything a scheduler could kn
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -44,11 +44,14 @@ class JobHistory:
     lost_preemption_gpu_s: float = 0.0  # computing rolled back by preemptions [GPU-seconds]
     failures: int = 0  # runs ended by a failure
     preemptions: int = 0  # runs ended by a preemption
+    runs: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of each ended run [s]
 
-    def freeze(self, held_s: float) -> Interruptions:
-        """The record of these runs for the job log, ``held_s`` the time held over all runs [s]."""
+    def freeze(self, held_s: float, last_run: tuple[float, float] | None = None) -> Interruptions:
+        """The record of these runs for the job log, ``held_s`` the time held over all runs [s], ``last_run`` the
+        (start, end) of a final run that completed the job [s]."""
+        runs = (*self.runs, last_run) if last_run is not None else tuple(self.runs)
         return Interruptions(self.failures, self.preemptions, held_s, self.overhead_gpu_s, self.lost_failure_gpu_s,
-                             self.lost_preemption_gpu_s)
+                             self.lost_preemption_gpu_s, runs)
 
 
 class SimState:
