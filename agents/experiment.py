@@ -15,143 +15,138 @@ an unknown key or a value of the wrong type, before anything is trained.
 
 from __future__ import annotations
 
-import math
-import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import Field
 
 from envs.core.errors import ConfigError
 from envs.core.files import parse_yaml, read_yaml
+from envs.core.job import MAX_TIME_S
+from envs.core.schema import FileModel, validated
+from envs.vec.env import MAX_NUM_ENVS
+from envs.workload.table import LOAD_FACTORS
 
-Check = Callable[[Any], bool]
-
-
-def _integer(minimum: int) -> tuple[Check, str]:
-    return (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
-            f"an integer >= {minimum}")
-
-
-def _number(positive: bool = False) -> tuple[Check, str]:
-    def ok(v: Any) -> bool:
-        return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) \
-            and (v > 0 if positive else True)
-    return ok, "a finite number > 0" if positive else "a finite number"
-
-
-def _within(low: float, high: float, low_open: bool = False, integer: bool = False) -> tuple[Check, str]:
-    """A number in [low, high] (``low_open``: (low, high]); ``integer``: an integer."""
-    def ok(v: Any) -> bool:
-        kind = isinstance(v, int) if integer else isinstance(v, numbers.Real) and math.isfinite(v)
-        return kind and not isinstance(v, bool) and (v > low if low_open else v >= low) and v <= high
-    what, text = ("an integer", "{:,}") if integer else ("a number", "{:g}")
-    return ok, f"{what} in {'(' if low_open else '['}{text.format(low)}, {text.format(high)}]"
-
-
-
-
-def _optional(check: tuple[Check, str]) -> tuple[Check, str]:
-    return (lambda v: v is None or check[0](v)), f"{check[1]} or null"
-
-
-def _list_of(check: tuple[Check, str]) -> tuple[Check, str]:
-    return (lambda v: isinstance(v, list) and all(check[0](x) for x in v)), f"a list of {check[1].removeprefix('a ')}s"
-
-
-PPO_RANGES: dict[str, tuple[Check, str]] = {
-    "learning_rate": _within(0, 1, low_open=True), "n_steps": _within(1, 2**24, integer=True),
-    "batch_size": _within(1, 2**24, integer=True), "n_epochs": _within(1, 10_000, integer=True),
-    "gamma": _within(0, 1, low_open=True), "gae_lambda": _within(0, 1), "clip_range": _within(0, 10, low_open=True),
-    "clip_range_vf": _optional(_within(0, 10, low_open=True)), "ent_coef": _within(0, 1e3),
-    "vf_coef": _within(0, 1e3), "max_grad_norm": _within(0, 1e6, low_open=True),
-    "target_kl": _optional(_within(0, 1e3, low_open=True)), "stats_window_size": _within(1, 10**6, integer=True),
-    "verbose": _within(0, 2, integer=True), "hidden": _within(1, 4096, integer=True),
-    "learning_rate_end": _within(0, 1, low_open=True),
-}
-"""The range of each numeric ``ppo:`` key: values that MaskablePPO would accept and then fail on hours later (a
-batch of 0, a NaN discount) are refused before training."""
-
-_TEXT = ((lambda v: isinstance(v, str) and bool(v.strip())), "a non-empty string")
-_MAPPING = ((lambda v: isinstance(v, Mapping)), "a mapping")
-_BOOL = ((lambda v: isinstance(v, bool)), "true or false")
-_SEEDS = _list_of(_integer(0))
+Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
+Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
 RECIPE_NAMES = ("rollout", "group_ppo")
 """The heuristic-selection recipes (:mod:`agents.recipes`): rollout policy iteration, PPO with a group baseline."""
 ENGINES = ("sb3", "vec")
 """The training engines: SB3's MaskablePPO on event envs, or the batched engine (envs.vec) with agents.ppo_torch."""
 
-TOP: dict[str, tuple[Check, str]] = {
-    "env_id": _TEXT, "env": _optional(_MAPPING), "total_timesteps": _integer(1), "n_envs": _integer(1),
-    "ppo": _optional(_MAPPING), "train": _optional(_MAPPING), "pretrain": _optional(_MAPPING),
-    "eval": _optional(_MAPPING), "seed": _integer(0), "device": _TEXT,
-    "engine": ((lambda v: v in ENGINES), " or ".join(ENGINES)), "vec": _optional(_MAPPING),
-    "recipe": ((lambda v: v in RECIPE_NAMES), " or ".join(RECIPE_NAMES)), "world": _MAPPING,
-    "rollout": _optional(_MAPPING), "group_ppo": _optional(_MAPPING),
-}
-TRAIN: dict[str, tuple[Check, str]] = {
-    "eval_every_steps": _integer(0), "eval_seeds": _SEEDS, "eval_env": _optional(_MAPPING),
-    "checkpoint_every_steps": _integer(0),
-}
-PRETRAIN: dict[str, tuple[Check, str]] = {
-    "teacher": _TEXT, "episodes": _integer(1), "epochs": _integer(1), "learning_rate": _number(positive=True),
-    "dagger_rounds": _integer(0),
-}
-EVAL: dict[str, tuple[Check, str]] = {
-    "workload": _TEXT, "cluster": _TEXT, "seeds": _SEEDS, "heuristics": _list_of(_TEXT), "load": _number(True),
-    "starts": _SEEDS, "length": _integer(1), "decode": _list_of(_TEXT),
-}
-VEC: dict[str, tuple[Check, str]] = {"num_envs": _integer(1), "workloads": _integer(1)}
-WORLD: dict[str, tuple[Check, str]] = {
-    "case": _TEXT, "commit_s": ((lambda v: _number()[0](v) and v >= 0), "a number >= 0"), "train_seeds": _SEEDS,
-    "candidates": ((lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 2)
-                    or (isinstance(v, list) and len(v) >= 2 and all(_TEXT[0](x) for x in v))),
-                   "an integer >= 2 (the best on validation) or a list of at least 2 policy names"),
-}
-"""The ``world:`` section of a recipe: a learning-suite case, its candidates (the reference first), commit_s."""
-"""The ``vec:`` section (:class:`agents.ppo_torch.VecSettings`)."""
-SECTIONS = {"train": TRAIN, "pretrain": PRETRAIN, "eval": EVAL, "vec": VEC, "world": WORLD}
+
+def _between(low: float, high: float, *, above: bool = False) -> Any:
+    """A finite number in [low, high] (``above``: (low, high])."""
+    return Annotated[float, Field(gt=low, le=high) if above else Field(ge=low, le=high)]
 
 
-def _ppo_checks() -> dict[str, tuple[Check, str]]:
-    """Each ``ppo:`` key's check, by the type of MaskablePPO's default (a default of None: a number or null)."""
-    from agents.ppo import OWN_KEYS, PPO_DEFAULTS
-
-    checks: dict[str, tuple[Check, str]] = {"hidden": _integer(1), "learning_rate_end": _number(positive=True)}
-    assert set(checks) == set(OWN_KEYS)
-    for key, default in PPO_DEFAULTS.items():
-        if key in PPO_RANGES:
-            continue
-        if isinstance(default, bool):
-            checks[key] = _BOOL
-        elif isinstance(default, int):
-            checks[key] = _integer(0)
-        elif isinstance(default, float):
-            checks[key] = _number()
-        elif key.endswith("_kwargs"):
-            checks[key] = _optional(_MAPPING)
-        else:
-            checks[key] = _optional(_number())
-    return {**checks, **PPO_RANGES}
+def _count(low: int, high: int) -> Any:
+    return Annotated[int, Field(ge=low, le=high)]
 
 
-def _check_keys(data: Any, checks: Mapping[str, tuple[Check, str]], prefix: str) -> None:
-    """Every key of ``data`` known to ``checks`` and its value of the right kind; errors read ``{prefix}KEY: ...``."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{prefix.rstrip(': .')}: must be a mapping, got {data!r}")
-    for key, value in data.items():
-        if key not in checks:
-            raise ConfigError(f"{prefix}{key}: unknown key (allowed: {', '.join(sorted(checks))})")
-        ok, what = checks[key]
-        if not ok(value):
-            raise ConfigError(f"{prefix}{key}: must be {what}, got {value!r}")
+class PPOSection(FileModel):
+    """``ppo:``: MaskablePPO's settings (its names, meanings and defaults: a key left out keeps MaskablePPO's
+    default), each in a range it trains with, and the project's ``hidden`` (network width, default 64) and
+    ``learning_rate_end`` (linear decay to it). Only the keys MaskablePPO defaults to None may be null."""
+
+    learning_rate: _between(0, 1, above=True) = None  # type: ignore[assignment]
+    n_steps: _count(1, 2**24) = None  # type: ignore[assignment]
+    batch_size: _count(1, 2**24) = None  # type: ignore[assignment]
+    n_epochs: _count(1, 10_000) = None  # type: ignore[assignment]
+    gamma: _between(0, 1, above=True) = None  # type: ignore[assignment]
+    gae_lambda: _between(0, 1) = None  # type: ignore[assignment]
+    clip_range: _between(0, 10, above=True) = None  # type: ignore[assignment]
+    clip_range_vf: _between(0, 10, above=True) | None = None
+    normalize_advantage: bool = None  # type: ignore[assignment]
+    ent_coef: _between(0, 1e3) = None  # type: ignore[assignment]
+    vf_coef: _between(0, 1e3) = None  # type: ignore[assignment]
+    max_grad_norm: _between(0, 1e6, above=True) = None  # type: ignore[assignment]
+    rollout_buffer_kwargs: dict[str, Any] | None = None
+    target_kl: _between(0, 1e3, above=True) | None = None
+    stats_window_size: _count(1, 10**6) = None  # type: ignore[assignment]
+    verbose: _count(0, 2) = None  # type: ignore[assignment]
+    hidden: _count(1, 4096) = None  # type: ignore[assignment]
+    learning_rate_end: _between(0, 1, above=True) = None  # type: ignore[assignment]
+
+
+
+
+class TrainSection(FileModel):
+    """``train:``: periodic validation (best_model.zip) and checkpoints."""
+
+    eval_every_steps: _count(0, 2**40) = 0
+    eval_seeds: list[Seed] | None = None
+    eval_env: dict[str, Any] | None = None
+    checkpoint_every_steps: _count(0, 2**40) | None = None
+
+
+class PretrainSection(FileModel):
+    """``pretrain:``: the imitation warm start (and DAgger rounds)."""
+
+    teacher: Text
+    episodes: _count(1, 10**6) = 4
+    epochs: _count(1, 10**6) = 10
+    learning_rate: _between(0, 1, above=True) = 3e-4
+    dagger_rounds: _count(0, 1000) = 0
+
+
+class EvalSection(FileModel):
+    """``eval:``: the final evaluation beside the heuristics."""
+
+    workload: Text | None = None
+    cluster: Text | None = None
+    seeds: list[Seed] | None = None
+    heuristics: list[Text] | None = None
+    load: _between(*LOAD_FACTORS) | None = None
+    starts: list[Seed] | None = None
+    length: _count(1, 10**7) | None = None
+    decode: list[Text] | None = None
+
+
+class VecSection(FileModel):
+    """``vec:`` (:class:`agents.ppo_torch.VecSettings`): clusters in lockstep and the workload pool."""
+
+    num_envs: _count(1, MAX_NUM_ENVS) | None = None
+    workloads: _count(1, 10**6) | None = None
+
+
+class WorldSection(FileModel):
+    """``world:`` of a recipe: a learning-suite case, its candidates (the reference first), commit_s."""
+
+    case: Text
+    candidates: Annotated[int, Field(ge=2)] | Annotated[list[Text], Field(min_length=2)] | None = None
+    commit_s: _between(0, MAX_TIME_S) = 0.0
+    train_seeds: list[Seed] | None = None
+
+
+class ExperimentFile(FileModel):
+    """An experiment file (``configs/experiments/*.yaml``; module docstring)."""
+
+    env_id: Text
+    env: dict[str, Any] | None = None  # checked by the env itself when it is built
+    total_timesteps: _count(1, 2**50) | None = None
+    n_envs: _count(1, 4096) | None = None
+    engine: Literal[ENGINES] = "sb3"  # type: ignore[valid-type]
+    ppo: PPOSection | None = None
+    train: TrainSection | None = None
+    pretrain: PretrainSection | None = None
+    eval: EvalSection | None = None
+    vec: VecSection | None = None
+    recipe: Literal[RECIPE_NAMES] | None = None  # type: ignore[valid-type]
+    world: WorldSection | None = None
+    rollout: dict[str, Any] | None = None  # checked by agents.recipes
+    group_ppo: dict[str, Any] | None = None
+    seed: Seed | None = None  # a run folder's config.yaml
+    device: Text | None = None
 
 
 def check_experiment(config: Any, where: str) -> None:
-    """Raise :class:`ConfigError` ``{where}: KEY: ...`` for an unknown key or a wrong type anywhere in ``config``
-    (the ``env`` section is checked by the env itself, when it is built)."""
-    _check_keys(config, TOP, f"{where}: ")
+    """Raise :class:`ConfigError` ``{where}: KEY: ...`` for an unknown key or a wrong type or range anywhere in
+    ``config`` (:class:`ExperimentFile`), or for sections that do not go together (the ``env`` section is checked
+    by the env itself, when it is built)."""
+    validated(ExperimentFile, config, where)
     for key in ("env_id", "world") if config.get("recipe") else ("env_id", "total_timesteps"):
         if key not in config:
             raise ConfigError(f"{where}: {key}: missing")
@@ -160,8 +155,6 @@ def check_experiment(config: Any, where: str) -> None:
 
         if config["env_id"] != SELECT_ENV_ID:
             raise ConfigError(f"{where}: env_id: a recipe trains on {SELECT_ENV_ID}, got {config['env_id']!r}")
-        if "case" not in config["world"]:
-            raise ConfigError(f"{where}: world.case: missing (a learning-suite case, e.g. whole-gpu@1.5)")
         others = sorted(set(config) & {"ppo", "pretrain", "vec", "eval", "train", "engine", "n_envs",
                                        "total_timesteps"})
         if others:
@@ -169,13 +162,6 @@ def check_experiment(config: Any, where: str) -> None:
                               f"{config['recipe']})")
     elif config.get("world") or config.get("rollout") or config.get("group_ppo"):
         raise ConfigError(f"{where}: world, rollout and group_ppo apply only with a recipe")
-    if config.get("ppo"):
-        _check_keys(config["ppo"], _ppo_checks(), f"{where}: ppo.")
-    for name, checks in SECTIONS.items():
-        if config.get(name):
-            _check_keys(config[name], checks, f"{where}: {name}.")
-    if config.get("pretrain") and "teacher" not in config["pretrain"]:
-        raise ConfigError(f"{where}: pretrain.teacher: missing (the heuristic to imitate)")
     if config.get("engine", "sb3") == "vec":
         from envs.registration import PEER_ENV_ID
 

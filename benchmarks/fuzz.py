@@ -78,7 +78,8 @@ def cases() -> list[Case]:
              [*evaluate, "--workload", "small", "--cluster", "tiny", "--scenario", "{path}", "--out", "{out}"]),
         Case("experiment yaml", CONFIGS / "experiments" / "default.yaml",
              [sys.executable, str(ROOT / "train.py"), "--config", "{path}", "--total-timesteps", "64", "--no-eval",
-              "--no-progress", "--device", "cpu", "--run-dir", "{out}"]),
+              "--no-progress", "--device", "cpu", "--run-dir", "{out}", "--set", "pretrain.episodes=1",
+              "--set", "env.episode_jobs=32"]),  # a short run: what is tested is the reading, not the training
     ]
     return found
 

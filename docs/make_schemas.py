@@ -18,14 +18,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agents.experiment import ExperimentFile  # noqa: E402
 from baselines.config import PolicyConfigFile  # noqa: E402
 from envs.core.dynamics import ScenarioFile  # noqa: E402
 from envs.core.files import write_text_atomically  # noqa: E402
 from envs.core.presets import ClusterFile  # noqa: E402
 from evaluation.slurm_replay import SlurmCaseFile  # noqa: E402
 
-SCHEMAS = {"cluster": ClusterFile, "policy-config": PolicyConfigFile, "scenario": ScenarioFile,
-           "slurm-case": SlurmCaseFile}
+SCHEMAS = {"cluster": ClusterFile, "experiment": ExperimentFile, "policy-config": PolicyConfigFile,
+           "scenario": ScenarioFile, "slurm-case": SlurmCaseFile}
 """File kind -> its model; the schema goes to ``docs/schemas/KIND.schema.json``."""
 FOLDER = ROOT / "docs" / "schemas"
 

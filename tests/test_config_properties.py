@@ -67,3 +67,10 @@ def test_random_config_data_loads_or_is_one_config_error(kind):
             assert str(exc).strip()  # says what was wrong (the CLIs print it on one line)
 
     check()
+
+
+def test_the_ppo_schema_names_every_maskable_ppo_setting():
+    from agents.experiment import PPOSection
+    from agents.ppo import OWN_KEYS, PPO_DEFAULTS
+
+    assert set(PPOSection.model_fields) == set(PPO_DEFAULTS) | set(OWN_KEYS)

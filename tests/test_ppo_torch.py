@@ -16,7 +16,7 @@ from stable_baselines3.common.buffers import RolloutBuffer
 import envs  # noqa: F401  (registers the ids)
 import train
 from agents.callbacks import Checkpoints
-from agents.experiment import VEC, check_experiment
+from agents.experiment import VecSection, check_experiment
 from agents.model_file import checkpoints, load_model, run_config, save_model
 from agents.ppo_torch import (
     VEC_KEYS,
@@ -183,12 +183,13 @@ def test_checkpoints_and_resume_continue_to_the_total_and_load_as_a_model(tmp_pa
 
 def test_the_vec_section_is_checked_like_the_rest():
     base = {"env_id": TINY, "total_timesteps": 64}
-    assert set(VEC) == set(VEC_KEYS)
+    assert set(VecSection.model_fields) == set(VEC_KEYS)
     check_experiment({**base, "engine": "vec", "vec": {"num_envs": 4, "workloads": 2}}, "exp.yaml")
     for change, expected in [
-        ({"engine": "jax"}, "exp.yaml: engine: must be sb3 or vec, got 'jax'"),
+        ({"engine": "jax"}, "exp.yaml: engine: input should be 'sb3' or 'vec', got 'jax'"),
         ({"engine": "vec", "vec": {"num_env": 4}}, "exp.yaml: vec.num_env: unknown key"),
-        ({"engine": "vec", "vec": {"num_envs": 0}}, "exp.yaml: vec.num_envs: must be an integer >= 1, got 0"),
+        ({"engine": "vec", "vec": {"num_envs": 0}},
+         "exp.yaml: vec.num_envs: input should be greater than or equal to 1"),
         ({"vec": {"num_envs": 4}}, "exp.yaml: vec: applies only with engine: vec"),
         ({"engine": "vec", "n_envs": 2}, "exp.yaml: n_envs: the vec engine's clusters are vec.num_envs"),
         ({"engine": "vec", "env_id": "gpusched/RLSched-v0"}, "engine: vec simulates GPUClusterEnv variants"),

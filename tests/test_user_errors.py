@@ -149,17 +149,20 @@ def test_train_bad_arguments_are_one_line_exit_2(case, capsys):
 
 EXPERIMENT_CASES = {
     "unknown top-level key": ({"total_timestep": 5}, "exp.yaml: total_timestep: unknown key"),
-    "missing env id": ({"env_id": None}, "exp.yaml: env_id: must be a non-empty string"),
+    "missing env id": ({"env_id": None}, "exp.yaml: env_id: input should be a valid string, got None"),
     "unknown ppo key": ({"ppo": {"n_stepz": 64}}, "exp.yaml: ppo.n_stepz: unknown key"),
-    "wrong ppo type": ({"ppo": {"n_steps": "x"}},
-                       "exp.yaml: ppo.n_steps: must be an integer in [1, 16,777,216], got 'x'"),
-    "wrong ppo number": ({"ppo": {"gamma": "high"}}, "exp.yaml: ppo.gamma: must be a number in (0, 1], got 'high'"),
+    "wrong ppo type": ({"ppo": {"n_steps": "x"}}, "exp.yaml: ppo.n_steps: input should be a valid integer, got 'x'"),
+    "wrong ppo number": ({"ppo": {"gamma": "high"}}, "exp.yaml: ppo.gamma: input should be a valid number, got 'high'"),
+    "ppo out of range": ({"ppo": {"gamma": float("nan")}}, "exp.yaml: ppo.gamma: input should be a finite number"),
+    "zero batch": ({"ppo": {"batch_size": 0}}, "exp.yaml: ppo.batch_size: input should be greater than or equal to 1"),
+    "negative rate": ({"ppo": {"learning_rate": -1}}, "exp.yaml: ppo.learning_rate: input should be greater than 0"),
     "unknown train key": ({"train": {"eval_every": 5}}, "exp.yaml: train.eval_every: unknown key"),
-    "wrong train type": ({"train": {"eval_seeds": [1, "a"]}}, "exp.yaml: train.eval_seeds: must be a list"),
+    "wrong train type": ({"train": {"eval_seeds": [1, "a"]}}, "exp.yaml: train.eval_seeds[1]: input should be a valid"),
     "unknown pretrain key": ({"pretrain": {"teacher": "fifo", "epoch": 3}}, "exp.yaml: pretrain.epoch: unknown key"),
     "pretrain without a teacher": ({"pretrain": {"episodes": 3}}, "exp.yaml: pretrain.teacher: missing"),
     "unknown eval key": ({"eval": {"heuristic": ["fifo"]}}, "exp.yaml: eval.heuristic: unknown key"),
-    "wrong total": ({"total_timesteps": 0}, "exp.yaml: total_timesteps: must be an integer >= 1, got 0"),
+    "wrong total": ({"total_timesteps": 0},
+                    "exp.yaml: total_timesteps: input should be greater than or equal to 1, got 0"),
 }
 
 
