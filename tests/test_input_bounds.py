@@ -300,7 +300,7 @@ def test_absurd_cluster_numbers_are_refused(group, extra, fragment):
 
 
 @pytest.mark.parametrize("slurm, fragment", [
-    ([1], "slurm: must be a mapping of slurm.conf keys"),
+    ([1], "p.yaml: slurm: input should be a valid dictionary, got [1]"),
     ({"QOS": ["a", "b"]}, "slurm: QOS: input should be a valid dictionary"),
     ({"QOS": {"high": {"Preempt": 5}}}, "QOS.high.Preempt: input should be a valid string"),
 ])

@@ -56,7 +56,7 @@ def test_a_stream_from_any_workload_has_whole_minute_limits():
 @pytest.mark.parametrize("change, message", [
     (lambda d: d["jobs"][0].update(gpus=9), "gpus must be 1..8"),
     (lambda d: d["jobs"][0].update(run_s=600), "run_s must be > 0 and below time_min"),
-    (lambda d: d["jobs"][0].pop("time_min"), "missing 'time_min'"),
+    (lambda d: d["jobs"][0].pop("time_min"), r"jobs\[0\]\.time_min: missing"),
     (lambda d: d.update(colour="red"), "colour"),
     (lambda d: d["slurm"].update(SchedulerType="sched/magic"), "SchedulerType"),
 ])
