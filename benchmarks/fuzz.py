@@ -13,7 +13,7 @@ deleted, duplicated or cut, or random bytes inserted. Outcomes:
 The peak memory of every run (its maximum resident set) is reported too. The goal is 0 tracebacks, 0 hangs and a
 bounded peak; the exit status is 1 otherwise. Every draw comes from ``--seed``.
 
-    python benchmarks/fuzz.py                      # 8 mutations of each sample: about 3 minutes on 2 cores
+    python benchmarks/fuzz.py                      # 8 mutations of each sample: about a minute on 2 cores
     python benchmarks/fuzz.py --n 50 --out runs/fuzz.json
 """
 
