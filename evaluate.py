@@ -7,15 +7,15 @@
     python evaluate.py --scenario none,flaky --policies fcfs+easy,tiresias      # the same runs with failures
     python evaluate.py --metrics-window 0.1          # the steady state: first and last 10% of jobs left out
 
-Workloads: a synthetic preset or YAML path, or a trace FORMAT:PATH (swf, philly, openb, tiresias, sacct, helios). Policy
-names: ORDER[+BACKFILL][/PLACEMENT] or rls:ORDER[/BY@FRACTION][+rlsbackfill] (``python -m baselines`` lists them),
-a model's RUN/model.zip, or rls:RUN/model.zip[+ORDER@RATIO] for a peer-mode model. Scenarios (``--scenario``):
-names under configs/scenarios (none, low, high, outages, flaky) or YAML paths; each run draws its failures and
-outages from its seed, so every policy of one seed meets the same ones. Every name, workload, cluster,
+Workloads: a synthetic preset or YAML path, or a trace FORMAT:PATH (swf, philly, openb, tiresias, sacct, helios,
+pods). Policy names: ORDER[+BACKFILL][/PLACEMENT] or rls:ORDER[/BY@FRACTION][+rlsbackfill] (``python -m baselines``
+lists them), a model's RUN/model.zip, or rls:RUN/model.zip[+ORDER@RATIO] for a peer-mode model. Scenarios
+(``--scenario``): names under configs/scenarios (none, low, high, outages, flaky) or YAML paths; each run draws its
+failures and outages from its seed, so every policy of one seed meets the same ones. Every name, workload, cluster,
 model file and the run folder are checked before the first run. The run folder (``--out``, default
-``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json and the plots; each run's row is kept there
-as it finishes (``runs.jsonl``), so an interrupted evaluation loses nothing and a rerun into the same folder only
-runs what is missing.
+``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json and the plots; each run's row is kept there as
+it finishes (``runs.jsonl``), so an interrupted evaluation loses nothing and a rerun into the same folder only runs
+what is missing, or whose input files or code changed.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def parse_args(argv: Sequence[str] | None) -> Any:
                         help="which suite (default: default); learning: evaluation/learning.py")
     parser.add_argument("--policies", help="comma-separated policy names (default: the suite's)")
     parser.add_argument("--workload", action="append", default=[], help="preset name, YAML or FORMAT:PATH "
-                        "(swf, philly, openb, tiresias, sacct, helios); repeat")
+                        "(swf, philly, openb, tiresias, sacct, helios, pods); repeat")
     parser.add_argument("--cluster", help="cluster preset, YAML, swf:N, or openb:, scontrol:, sinfo:, kubectl:PATH "
                         "(default: the workload's)")
     parser.add_argument("--seeds", type=_ints, default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")

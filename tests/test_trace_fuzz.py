@@ -197,6 +197,7 @@ EXPORT_LOADERS: dict[str, Callable[[Path], Any]] = {
     "scontrol_nodes.txt": read_scontrol_nodes,
     "sinfo_nodes.txt": read_sinfo_nodes,
     "kubectl_nodes.json": read_kubectl_nodes,
+    "kubectl_pods.json": lambda p: load_trace(p, "pods"),
 }
 """Each operator export of tests/data/exports and its loader."""
 

@@ -112,6 +112,20 @@ _FACTOR = {
 }
 
 
+def read_json(path: str | Path) -> tuple[str, list[int], Any]:
+    """(the text of a kubectl JSON export, the offset where each of its lines starts, its data); malformed JSON is a
+    :class:`TraceFormatError` naming the file and the line."""
+    lines = read_lines(path)
+    text = "\n".join(lines)
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+    try:
+        return text, starts, json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(str(path), exc.lineno, f"not JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise TraceFormatError(str(path), 1, "JSON nested too deeply to be a kubectl export") from None
+
+
 def load_kubectl_cluster(path: str | Path, gpu_types: Mapping[str, GPUType] | None = None) -> ClusterSpec:
     """The cluster of the GPU nodes of a ``kubectl get nodes -o json`` file (``gpu_types``: the type table, default
     built-in)."""
@@ -122,15 +136,8 @@ def read_kubectl_nodes(path: str | Path, gpu_types: Mapping[str, GPUType] | None
     """The GPU nodes of a ``kubectl get nodes -o json`` file, and the nodes left out by reason."""
     inventory = new_inventory(path, gpu_types)
     where = inventory.source
-    lines = read_lines(path)
-    text = "\n".join(lines)
-    inventory.last_line = max(len(lines), 1)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TraceFormatError(where, exc.lineno, f"not JSON: {exc.msg} (column {exc.colno})") from None
-    except RecursionError:
-        raise TraceFormatError(where, 1, "JSON nested too deeply to be a kubectl export") from None
+    text, starts, data = read_json(path)
+    inventory.last_line = max(len(starts) - 1, 1)
     if isinstance(data, dict) and data.get("kind") == "Node":
         items: Any = [data]
     elif isinstance(data, dict) and isinstance(data.get("items"), list):
@@ -140,7 +147,6 @@ def read_kubectl_nodes(path: str | Path, gpu_types: Mapping[str, GPUType] | None
             where, 1, "expected the output of kubectl get nodes -o json: an object with an items list of Nodes"
         )
     search_from = 0  # where the next node's name is looked for in the text
-    starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))  # offset of each line
     for number, item in enumerate(items):
         search_from = _read_node(inventory, item, number, text, search_from, starts)
     return inventory
@@ -155,14 +161,14 @@ def _read_node(inventory: NodeInventory, item: Any, number: int, text: str, sear
     name = metadata.get("name") if isinstance(metadata, dict) else None
     if not isinstance(name, str) or not name:
         raise TraceFormatError(where, 1, f"items[{number}] has no metadata.name")
-    line, search_from = _line_of(text, name, search_from, starts)
-    labels = _object(metadata, "labels", f"node {name!r} metadata.labels", where, line)
-    status = _object(item, "status", f"node {name!r} status", where, line)
-    capacity = _object(status, "capacity", f"node {name!r} status.capacity", where, line)
-    allocatable = _object(status, "allocatable", f"node {name!r} status.allocatable", where, line)
+    line, search_from = line_of(text, name, search_from, starts)
+    labels = json_object(metadata, "labels", f"node {name!r} metadata.labels", where, line)
+    status = json_object(item, "status", f"node {name!r} status", where, line)
+    capacity = json_object(status, "capacity", f"node {name!r} status.capacity", where, line)
+    allocatable = json_object(status, "allocatable", f"node {name!r} status.allocatable", where, line)
     resources = {**capacity, **allocatable}
     what = f"node {name!r}"
-    devices = _count(resources.get(GPU_RESOURCE, 0), f"{what} {GPU_RESOURCE}", where, line)
+    devices = whole_count(resources.get(GPU_RESOURCE, 0), f"{what} {GPU_RESOURCE}", where, line)
     instances: dict[str, int] = {}
     for key, value in resources.items():
         if key.startswith(MIG_RESOURCE_PREFIX):
@@ -170,7 +176,7 @@ def _read_node(inventory: NodeInventory, item: Any, number: int, text: str, sear
                 profile = normalize_profile(key)
             except ValueError as exc:
                 raise TraceFormatError(where, line, f"{what}: {exc}") from None
-            instances[profile] = _count(value, f"{what} {key}", where, line)
+            instances[profile] = whole_count(value, f"{what} {key}", where, line)
     if devices == 0 and not any(instances.values()):
         inventory.skip("no_gpus")
         return search_from
@@ -182,10 +188,10 @@ def _read_node(inventory: NodeInventory, item: Any, number: int, text: str, sear
         n_gpus, mig = _single_strategy(gpu_type, single_profile, devices, what, where, line)
     else:
         memory_text = _label(labels, _MEMORY, what, where, line)
-        memory_mib = _count(memory_text, f"{what} {_MEMORY}", where, line) if memory_text else None
+        memory_mib = whole_count(memory_text, f"{what} {_MEMORY}", where, line) if memory_text else None
         gpu_type = inventory.resolve(product, memory_mib)
         count_text = _label(labels, _COUNT, what, where, line)
-        labelled = _count(count_text, f"{what} {_COUNT}", where, line) if count_text else None
+        labelled = whole_count(count_text, f"{what} {_COUNT}", where, line) if count_text else None
         n_gpus, mig = _mixed_strategy(gpu_type, devices, instances, labelled, what, where, line)
     cpu_milli = _quantity(resources.get("cpu", "0"), 1000, math.floor, f"{what} cpu", where, line)
     ram_mib = _quantity(resources.get("memory", "0"), Decimal(1) / 2**20, math.floor, f"{what} memory", where, line)
@@ -253,7 +259,7 @@ def _mixed_strategy(
     return n_gpus, geometry is not None and full == 0
 
 
-def _object(parent: Any, key: str, what: str, where: str, line: int) -> dict[str, Any]:
+def json_object(parent: Any, key: str, what: str, where: str, line: int) -> dict[str, Any]:
     value = parent.get(key, {}) if isinstance(parent, dict) else None
     if not isinstance(value, dict):
         raise TraceFormatError(where, line, f"{what} is not an object")
@@ -267,7 +273,7 @@ def _label(labels: dict[str, Any], key: str, what: str, where: str, line: int) -
     return value
 
 
-def _count(value: Any, what: str, where: str, line: int) -> int:
+def whole_count(value: Any, what: str, where: str, line: int) -> int:
     """A whole number >= 0 written as a JSON string (``"8"``) or number."""
     text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
     count = integer(text) if text[:1] not in "+-" else None  # the one number rule: plain ASCII digits
@@ -295,7 +301,7 @@ def _quantity(value: Any, scale: Decimal | int, rounding: Any, what: str, where:
         raise TraceFormatError(where, line, f"{what} {show(value)} is out of range") from None
 
 
-def _line_of(text: str, name: str, search_from: int, starts: list[int]) -> tuple[int, int]:
+def line_of(text: str, name: str, search_from: int, starts: list[int]) -> tuple[int, int]:
     """(the line where node ``name`` is named in the JSON text at or after offset ``search_from``, 1 when it cannot
     be found; the offset after it); line ``i + 1`` of ``text`` starts at offset ``starts[i]``, so that finding the
     line takes a bisection, not a count from the start (which made N nodes cost N² time)."""

@@ -24,6 +24,7 @@ from envs.core.cluster import ClusterSpec, swf_machine
 from envs.core.errors import ConfigError, TraceFormatError
 from envs.core.presets import load_preset
 from envs.workload.helios import HELIOS_COLUMNS, load_helios
+from envs.workload.kubectl_pods import load_kubectl_pods
 from envs.workload.openb import OPENB_NODE_LIST, load_openb, load_openb_cluster
 from envs.workload.philly import load_philly
 from envs.workload.reader import check_comm_sensitivity, first_line
@@ -39,6 +40,7 @@ TRACE_FORMATS: dict[str, Callable[..., Workload]] = {
     "tiresias": load_tiresias,
     "sacct": load_sacct,
     "helios": load_helios,
+    "pods": load_kubectl_pods,  # kubectl get pods -A -o json
 }
 """Loader of each format name, called as ``loader(path, comm_sensitivity)``."""
 
