@@ -26,6 +26,7 @@ from agents.peer_policy import is_model_name, parse_model_name
 from baselines.registry import RLS_PREFIX
 from envs.core.dynamics import NO_DYNAMICS
 from envs.core.errors import ConfigError
+from envs.core.files import names_a_file
 from envs.scenario import CLUSTER_FILE_FORMATS, trace_spec
 
 CODE_PACKAGES = ("envs", "baselines", "agents", "evaluation", "configs")
@@ -76,11 +77,9 @@ def code_version() -> str:
 
 
 def _yaml_path(text: str | None) -> str | None:
-    """The file a workload, cluster or scenario name refers to, by the loaders' rule (a name ending in .yaml or
-    .yml, or one that exists as a file), else None (a preset or a built-in name)."""
-    if not text:
-        return None
-    return text if text.endswith((".yaml", ".yml")) or Path(text).is_file() else None
+    """The file a workload, cluster or scenario name refers to (:func:`envs.core.files.names_a_file`, the loaders'
+    rule), else None (a preset or a built-in name)."""
+    return text if text and names_a_file(text) else None
 
 
 def _model_files(policy: str) -> list[str]:

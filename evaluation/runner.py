@@ -9,6 +9,8 @@ the backend or the number of workers.
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -119,16 +121,17 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
     p50, p99 = np.percentile(latencies, [50, 99]) * 1e6 if latencies else (0.0, 0.0)
     row = {"policy": spec.policy, "workload": spec.workload_label, "cluster": log.cluster_name, "seed": spec.seed,
            "load": spec.load, **_window_column(spec), **summarize(log, spec.metrics_window)}
-    everything = summarize(log) if spec.windowed else row
-    if everything["n_jobs"] > 0 and everything["n_rejected"] == everything["n_jobs"]:
-        raise ConfigError(f"{spec.policy} on {spec.workload_label} (seed {spec.seed}): all {everything['n_jobs']:,} "
-                          f"jobs were rejected at submission ({rejection_text(everything)}), so nothing was "
+    rejected = log.rejected()
+    if rejected and len(rejected) == len(log.records):  # counted over the whole run, whatever the metrics window
+        reasons = Counter(f"rejected_{r.reject_reason.name.lower()}" for r in rejected)
+        raise ConfigError(f"{spec.policy} on {spec.workload_label} (seed {spec.seed}): all {len(rejected):,} "
+                          f"jobs were rejected at submission ({rejection_text(reasons)}), so nothing was "
                           "scheduled; check that the cluster has the jobs' partitions, GPU types and resources")
     timing = {"decision_p50_us": float(p50), "decision_p99_us": float(p99), "sim_wall_s": time.perf_counter() - t0}
     return row, _trace(spec, row, log), timing
 
 
-def rejection_text(row: dict[str, Any]) -> str:
+def rejection_text(row: Mapping[str, Any]) -> str:
     """The rejected jobs of a row by reason, largest first (``unknown_partition 2,000, quota 3``)."""
     counts = sorted(((k.removeprefix("rejected_"), int(v)) for k, v in row.items()
                      if k.startswith("rejected_") and v), key=lambda kv: -kv[1])

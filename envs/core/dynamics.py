@@ -54,7 +54,7 @@ from pydantic import AfterValidator, BeforeValidator, Field
 
 from envs.core.cluster import ClusterSpec
 from envs.core.errors import ConfigError
-from envs.core.files import read_yaml
+from envs.core.files import names_a_file, read_yaml
 from envs.core.job import MAX_TIME_S
 from envs.core.schema import FileModel, validated
 
@@ -238,8 +238,8 @@ def load_dynamics(spec: str | Path | None, seed: int = 0) -> DynamicsConfig:
     text = str(spec) if spec is not None else NO_DYNAMICS
     if text == NO_DYNAMICS:
         return DynamicsConfig(seed=seed)
-    path = Path(text)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if names_a_file(text):
+        path = Path(text)
         data, name = read_yaml(path, "scenario file"), path.stem
     else:
         resource = resources.files("configs") / "scenarios" / f"{text}.yaml"

@@ -22,17 +22,28 @@ MAX_YAML_NODES = 1_000_000
 """The most nodes a YAML document may hold with every alias expanded (a "billion laughs" document holds 10⁹)."""
 
 
-def read_regular(path: str | Path, what: str, limit: int) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit`` of them; a one-line :class:`ConfigError` naming
-    the file for a folder, a device or pipe (``/dev/zero`` would never end), a larger file, or one that cannot be
-    read."""
+def names_a_file(text: str) -> bool:
+    """Whether a cluster, workload or scenario name refers to a file rather than a built-in preset: it ends in
+    ``.yaml`` or ``.yml``, or it exists on disk (the rule every loader of those files follows)."""
+    return text.endswith((".yaml", ".yml")) or Path(text).exists()
+
+
+def check_regular(path: str | Path, what: str) -> None:
+    """Refuse a folder, a device or a pipe given as a ``what`` (``/dev/zero`` would be read for ever) with a
+    one-line :class:`ConfigError` naming it; a missing file is left to whoever opens it."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a {what}")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path}: not a regular file (a device or a pipe), not a {what}")
+
+
+def read_regular(path: str | Path, what: str, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`check_regular`), at most ``limit`` of them; a one-line
+    :class:`ConfigError` naming the file for a larger file, or one that cannot be read."""
+    path = Path(path)
+    check_regular(path, what)
     try:
-        if path.is_dir():
-            raise ConfigError(f"{path}: is a directory, not a {what}")
-        if not path.is_file():
-            raise ConfigError(f"{path}: not a regular file (a device, a pipe or missing), not a {what}"
-                              if path.exists() else f"{path}: cannot read {what} (No such file or directory)")
         with path.open("rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:

@@ -36,7 +36,7 @@ from pydantic import BeforeValidator, Field
 
 from envs.core.cluster import MAX_GPUS, MAX_NODES, ClusterSpec, NodeSpec, even_islands, merge_gpu_types
 from envs.core.errors import ConfigError
-from envs.core.files import read_yaml
+from envs.core.files import names_a_file, read_yaml
 from envs.core.governance import governance_from_dict
 from envs.core.gpu_types import GPUType
 from envs.core.schema import FileModel, validated
@@ -53,9 +53,8 @@ def load_preset(spec: str | Path) -> ClusterSpec:
     text = str(spec)
     if not text:
         raise ConfigError(f"cluster: empty name (known presets: {', '.join(preset_names())})")
-    path = Path(text)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        return cluster_from_yaml(path)
+    if names_a_file(text):
+        return cluster_from_yaml(text)
     resource = resources.files("configs") / "clusters" / f"{text}.yaml"
     if not resource.is_file():
         raise ConfigError(f"cluster {text!r}: no such preset (known: {', '.join(preset_names())}) and no such file")

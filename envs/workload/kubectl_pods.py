@@ -117,8 +117,10 @@ def _read_pod(item: dict[str, Any], metadata: dict[str, Any], what: str, where: 
         for key, value in {**requests, **limits}.items():
             if key == GPU_RESOURCE:
                 gpus += whole_count(value, f"{what} {key}", where, line)
-            elif key.startswith(MIG_RESOURCE_PREFIX) and whole_count(value, f"{what} {key}", where, line):
-                mig = "several" if mig or whole_count(value, f"{what} {key}", where, line) > 1 else key
+            elif key.startswith(MIG_RESOURCE_PREFIX):
+                instances = whole_count(value, f"{what} {key}", where, line)
+                if instances:
+                    mig = "several" if mig or instances > 1 else key
     finished = [_time(state["terminated"].get("finishedAt"), f"{what} finishedAt", where, line)
                 for status_entry in status.get("containerStatuses") or []
                 if isinstance(status_entry, dict) and isinstance(state := status_entry.get("state"), dict)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.core.errors import ConfigError, JobSpecError, TraceFormatError
+from envs.core.files import check_regular
 from envs.core.job import MAX_TIME_S, Job
 from envs.core.numbers import decimal
 from envs.workload.table import Workload
@@ -30,15 +31,6 @@ _SHOW_CHARS = 40  # longest field text quoted in full in an error message
 
 MAX_TRACE_BYTES = 2**31
 """The largest trace read, as stored and uncompressed (the largest published traces hold a few hundred MB) [bytes]."""
-
-
-def _regular(path: str | Path) -> None:
-    """Refuse anything but a regular file (``/dev/zero`` or a pipe would be read for ever) with a one-line
-    :class:`ConfigError`; a missing file is left to ``open`` (the usual ``OSError``)."""
-    if Path(path).is_dir():
-        raise ConfigError(f"{path}: is a directory, not a trace")
-    if Path(path).exists() and not Path(path).is_file():
-        raise ConfigError(f"{path}: not a regular file (a device or a pipe), not a trace")
 
 
 def read_lines(path: str | Path) -> list[str]:
@@ -55,7 +47,7 @@ def read_lines(path: str | Path) -> list[str]:
 
 def first_line(path: str | Path) -> str:
     """The first non-blank line of a trace, stripped (format sniffing; a damaged file gives what can be read)."""
-    _regular(path)
+    check_regular(path, "trace")
     with open(path, "rb") as f:
         head = f.read(_SNIFF_BYTES)
     if head.startswith(_GZIP_MAGIC):
@@ -75,7 +67,7 @@ def _is_gzip(path: str | Path) -> bool:
 
 
 def _read_bytes(path: str | Path) -> bytes:
-    _regular(path)
+    check_regular(path, "trace")
     if not _is_gzip(path):
         with open(path, "rb") as f:
             data = f.read(MAX_TRACE_BYTES + 1)

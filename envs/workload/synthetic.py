@@ -29,6 +29,7 @@ import numpy as np
 
 from envs.core.cluster import MILLI_PER_GPU
 from envs.core.errors import ConfigError
+from envs.core.files import names_a_file
 from envs.core.job import Job
 from envs.workload.synthetic_config import JobRuntimeConfig, SyntheticConfig
 from envs.workload.table import Workload
@@ -54,10 +55,10 @@ def preset_names() -> list[str]:
 
 
 def load_workload_config(name_or_path: str | Path) -> SyntheticConfig:
-    """A preset by name (``configs/workloads/NAME.yaml``) or a config file by path (anything ending in .yaml/.yml
-    or naming an existing file)."""
+    """A preset by name (``configs/workloads/NAME.yaml``) or a config file by path
+    (:func:`envs.core.files.names_a_file`)."""
     text = str(name_or_path)
-    if text.endswith((".yaml", ".yml")) or Path(text).is_file():
+    if names_a_file(text):
         return SyntheticConfig.from_yaml(text)
     preset = resources.files("configs") / "workloads" / f"{text}.yaml"
     if not preset.is_file():
