@@ -161,26 +161,26 @@ def open_run_dir(args: Args, default: Path, stack: contextlib.ExitStack) -> Path
     folder = args.run_dir
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"--run-dir {folder}: exists and is not a folder")
+    held = [child for child in folder.iterdir() if child.name != LOCK_FILE] if folder.exists() else []
+    if held and not args.resume:  # refused before anything is written into someone else's folder
+        if not args.overwrite:
+            raise ConfigError(f"--run-dir {folder}: holds a run already; --resume continues it, --overwrite clears "
+                              "it first, or choose another folder")
+        if not (folder / CONFIG_FILE).is_file():
+            raise ConfigError(f"--run-dir {folder}: --overwrite clears only a train.py run folder (one with "
+                              f"{CONFIG_FILE}); this one has none, so nothing was removed")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--run-dir {folder}: cannot create it ({exc.strerror or exc})") from None
     stack.enter_context(folder_lock(folder, f"--run-dir {folder}"))
-    held = [child for child in folder.iterdir() if child.name != LOCK_FILE]
-    if args.resume or not held:
-        return folder
-    if not args.overwrite:
-        raise ConfigError(f"--run-dir {folder}: holds a run already; --resume continues it, --overwrite clears it "
-                          "first, or choose another folder")
-    if not (folder / CONFIG_FILE).is_file():
-        raise ConfigError(f"--run-dir {folder}: --overwrite clears only a train.py run folder (one with "
-                          f"{CONFIG_FILE}); this one has none, so nothing was removed")
-    for child in held:
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
-    print(f"--overwrite: cleared {folder}")
+    if held and not args.resume:
+        for child in (c for c in folder.iterdir() if c.name != LOCK_FILE):  # listed again: now that it is held
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        print(f"--overwrite: cleared {folder}")
     return folder
 
 

@@ -139,6 +139,7 @@ def test_train_refuses_an_existing_run_folder_unless_resumed_or_overwritten(tmp_
     refused = train("--config", str(config), "--run-dir", str(other), "--overwrite")
     assert refused.returncode == 2 and "nothing was removed" in refused.stderr
     assert (other / "keep.txt").read_text() == "mine"
+    assert [p.name for p in other.iterdir()] == ["keep.txt"]  # not even a lock file left in a folder it refused
     cleared = train("--config", str(config), "--run-dir", str(run), "--overwrite", "--total-timesteps", "128")
     assert cleared.returncode == 0, cleared.stderr
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["model_128_steps.zip"]  # none of the old
