@@ -77,7 +77,7 @@ GPU_DEVICES = 8
 
 SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Submit,Start,End,Timelimit,ReqTRES,AllocTRES,NNodes,Partition,QOS,Account,"
                 "User,State")
-"""The sacct columns a record keeps (what :mod:`envs.workload.sacct` reads)."""
+"""The sacct columns a record keeps (what :mod:`envs.workload.operators.sacct` reads)."""
 
 POLL_S = 0.5
 """How often ``record`` checks for ended jobs [s]."""

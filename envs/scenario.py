@@ -35,11 +35,11 @@ from envs.core.errors import ConfigError
 from envs.core.governance import governance_from_dict
 from envs.core.presets import load_preset
 from envs.core.runtime import RuntimeConfig
-from envs.workload.kubectl import load_kubectl_cluster
 from envs.workload.loaders import TRACE_FORMATS, load_trace, natural_cluster
 from envs.workload.openb import load_openb_cluster
+from envs.workload.operators.kubectl_nodes import load_kubectl_cluster
+from envs.workload.operators.slurm_nodes import load_scontrol_cluster, load_sinfo_cluster
 from envs.workload.reader import no_jobs_left
-from envs.workload.slurm_nodes import load_scontrol_cluster, load_sinfo_cluster
 from envs.workload.synthetic import generate, load_workload_config
 from envs.workload.synthetic_config import SyntheticConfig
 from envs.workload.table import Workload

@@ -24,7 +24,7 @@ from envs.core.job import Job
 from envs.core.numbers import decimal, integer
 from envs.gymenv import EnvConfig
 from envs.workload.loaders import load_trace
-from envs.workload.slurm_nodes import expand_hostlist
+from envs.workload.operators.slurm_nodes import expand_hostlist
 
 SWF_OK = "1 0 -1 100 1 -1 -1 1 100 -1 1 1 1 -1 1 -1 -1 -1"
 
@@ -194,7 +194,7 @@ def test_train_refuses_a_seed_beyond_64_bits():
 def test_json_nesting_in_a_node_file_is_one_line(tmp_path):
     path = tmp_path / "nodes.json"
     path.write_text('{"items": [' + "[" * 100_000 + "]" * 100_000 + "]}")  # valid JSON, nested past the stack
-    from envs.workload.kubectl import read_kubectl_nodes
+    from envs.workload.operators.kubectl_nodes import read_kubectl_nodes
 
     with pytest.raises(TraceFormatError, match="nested too deeply"):
         read_kubectl_nodes(path)
@@ -242,8 +242,8 @@ def _export(tmp_path, name: str, old: str, new: str) -> Path:
     ("helios_cluster_log.csv", ",3600,", ",1e308,", "duration '1e308' is out of range"),
 ])
 def test_huge_numbers_in_exports_are_one_line_errors(tmp_path, name, old, new, fragment):
-    from envs.workload.kubectl import read_kubectl_nodes
-    from envs.workload.slurm_nodes import read_scontrol_nodes, read_sinfo_nodes
+    from envs.workload.operators.kubectl_nodes import read_kubectl_nodes
+    from envs.workload.operators.slurm_nodes import read_scontrol_nodes, read_sinfo_nodes
 
     readers = {"scontrol_nodes.txt": read_scontrol_nodes, "sinfo_nodes.txt": read_sinfo_nodes,
                "kubectl_nodes.json": read_kubectl_nodes, "sacct.txt": lambda p: load_trace(p, "sacct"),
@@ -253,7 +253,7 @@ def test_huge_numbers_in_exports_are_one_line_errors(tmp_path, name, old, new, f
 
 
 def test_a_non_ascii_gpu_count_is_not_a_count(tmp_path):
-    from envs.workload.kubectl import read_kubectl_nodes
+    from envs.workload.operators.kubectl_nodes import read_kubectl_nodes
 
     text = (EXPORTS / "kubectl_nodes.json").read_text()
     path = tmp_path / "nodes.json"

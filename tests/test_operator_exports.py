@@ -26,11 +26,11 @@ from envs.workload import (
     load_trace,
 )
 from envs.workload.inspect import inspect_trace
-from envs.workload.kubectl import read_kubectl_nodes
 from envs.workload.loaders import UnknownTraceFormat
-from envs.workload.node_inventory import UNKNOWN_GPU_MEMORY_GIB, gpu_type_for
-from envs.workload.sacct import slurm_duration
-from envs.workload.slurm_nodes import expand_hostlist, read_scontrol_nodes, read_sinfo_nodes
+from envs.workload.operators.kubectl_nodes import read_kubectl_nodes
+from envs.workload.operators.node_inventory import UNKNOWN_GPU_MEMORY_GIB, gpu_type_for
+from envs.workload.operators.sacct import slurm_duration
+from envs.workload.operators.slurm_nodes import expand_hostlist, read_scontrol_nodes, read_sinfo_nodes
 
 EXPORTS = Path(__file__).parent / "data" / "exports"
 SACCT = EXPORTS / "sacct.txt"

@@ -29,8 +29,8 @@ from envs.workload import (
     load_tiresias,
     load_trace,
 )
-from envs.workload.kubectl import read_kubectl_nodes
-from envs.workload.slurm_nodes import read_scontrol_nodes, read_sinfo_nodes
+from envs.workload.operators.kubectl_nodes import read_kubectl_nodes
+from envs.workload.operators.slurm_nodes import read_scontrol_nodes, read_sinfo_nodes
 
 SAMPLES: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
     # format: (file name, valid content, loader)

@@ -1,13 +1,13 @@
 """One entry point for every trace format: detect the format of a file and load it into a :class:`Workload`.
 
 Formats: ``swf`` (:mod:`envs.workload.swf`), ``philly``, ``openb``, ``tiresias``, ``sacct`` (Slurm's
-``sacct --parsable2``, :mod:`envs.workload.sacct`) and ``helios`` (SenseTime's ``cluster_log.csv``,
-:mod:`envs.workload.helios`).
+``sacct --parsable2``, :mod:`envs.workload.operators.sacct`) and ``helios`` (SenseTime's ``cluster_log.csv``,
+:mod:`envs.workload.operators.helios`).
 
 Detection (:func:`detect_format`), first match wins: a name ending in ``.swf`` or ``.swf.gz`` → ``swf``; else the
 first non-blank line: ``;`` (an SWF header comment) → ``swf``, ``#job id`` → ``philly``, ``name,cpu_milli`` →
 ``openb``, ``job_id,num_gpu,submit_time`` → ``tiresias``, a ``|``-separated header naming ``JobIDRaw`` →
-``sacct``, a comma-separated header naming every column of :data:`~envs.workload.helios.HELIOS_COLUMNS` →
+``sacct``, a comma-separated header naming every column of :data:`~envs.workload.operators.helios.HELIOS_COLUMNS` →
 ``helios``. Anything else raises :class:`UnknownTraceFormat`; a cluster file (an openb node list, ``scontrol`` or
 ``sinfo`` output, ``kubectl`` JSON) gets a hint to give it as a cluster instead.
 
@@ -23,12 +23,12 @@ from pathlib import Path
 from envs.core.cluster import ClusterSpec, swf_machine
 from envs.core.errors import ConfigError, TraceFormatError
 from envs.core.presets import load_preset
-from envs.workload.helios import HELIOS_COLUMNS, load_helios
-from envs.workload.kubectl_pods import load_kubectl_pods
 from envs.workload.openb import OPENB_NODE_LIST, load_openb, load_openb_cluster
+from envs.workload.operators.helios import HELIOS_COLUMNS, load_helios
+from envs.workload.operators.kubectl_pods import load_kubectl_pods
+from envs.workload.operators.sacct import load_sacct
 from envs.workload.philly import load_philly
 from envs.workload.reader import check_comm_sensitivity, first_line
-from envs.workload.sacct import load_sacct
 from envs.workload.swf import load_swf
 from envs.workload.table import Workload
 from envs.workload.tiresias import load_tiresias

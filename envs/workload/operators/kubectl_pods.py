@@ -28,7 +28,14 @@ from typing import Any
 
 from envs.core.errors import TraceFormatError
 from envs.core.job import TraceOutcome
-from envs.workload.kubectl import GPU_RESOURCE, MIG_RESOURCE_PREFIX, json_object, line_of, read_json, whole_count
+from envs.workload.operators.kubectl_nodes import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    json_object,
+    line_of,
+    read_json,
+    whole_count,
+)
 from envs.workload.reader import JobCollector, PendingJob, add_from_first_submit, check_comm_sensitivity, show
 from envs.workload.table import Workload
 

@@ -14,7 +14,7 @@ device plugin. Mapping, per node:
   resources (``amd.com/gpu``) are not read. A node with no NVIDIA GPU resource is left out: skip reason
   ``no_gpus`` (CPU nodes).
 - ``nvidia.com/gpu.product`` (label) → the GPU type, with ``nvidia.com/gpu.memory`` [MiB] for the memory, resolved
-  by :func:`~envs.workload.node_inventory.gpu_type_for` (``NVIDIA-A100-SXM4-80GB`` → ``A100-80GB``,
+  by :func:`~envs.workload.operators.node_inventory.gpu_type_for` (``NVIDIA-A100-SXM4-80GB`` → ``A100-80GB``,
   ``Tesla-V100-SXM2-16GB`` → ``V100``; an unknown model becomes a new type with the label's memory). Without a
   product label: the untyped type ``gpu``. ``nvidia.com/gpu.count`` is read only for MIG (below).
 - Node pool → partition: the first present of the labels :data:`NODE_POOL_LABELS` (GKE
@@ -47,8 +47,8 @@ top level that is not a node List or a Node (line 1), a node without a name, lab
 objects, a quantity or count that is not one (at the line naming the node), a profile the node's type does not
 offer, instance counts that do not divide into whole GPUs, a ``nvidia.com/gpu.count`` below the full GPUs, a
 repeated node name, and a list without a GPU node. The cluster itself (islands, racks, partitions) is built as
-:mod:`envs.workload.node_inventory` describes; nodes left out are counted in
-:attr:`~envs.workload.node_inventory.NodeInventory.skipped` (:func:`read_kubectl_nodes`).
+:mod:`envs.workload.operators.node_inventory` describes; nodes left out are counted in
+:attr:`~envs.workload.operators.node_inventory.NodeInventory.skipped` (:func:`read_kubectl_nodes`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from envs.core.errors import TraceFormatError
 from envs.core.gpu_types import GPUType
 from envs.core.mig import COMPUTE_SLICES, MEMORY_SLICES, MIG_GEOMETRIES, compute_slices_of, normalize_profile
 from envs.core.numbers import integer
-from envs.workload.node_inventory import GpuNode, NodeInventory, new_inventory
+from envs.workload.operators.node_inventory import GpuNode, NodeInventory, new_inventory
 from envs.workload.reader import read_lines, show
 
 GPU_RESOURCE = "nvidia.com/gpu"

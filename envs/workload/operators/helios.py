@@ -15,9 +15,9 @@ Mapping (times in s):
   perfect (add noise with :meth:`Workload.with_estimate_noise`).
 - ``cpu_milli_per_gpu`` = ceil(1000 × cpu_num / gpu_num). node_num is checked, not used (the simulator's placement
   rules choose the nodes); start_time and end_time are checked (end >= start >= submit), not used.
-- ``outcome`` = state by the Slurm table of :data:`~envs.workload.sacct.SLURM_STATE_OUTCOME`, shared with the sacct
-  loader: COMPLETED → PASS; FAILED, NODE_FAIL → FAILED; CANCELLED, TIMEOUT → KILLED. (The Helios paper counts
-  TIMEOUT and NODE_FAIL, both very rare, as failed; here TIMEOUT is KILLED, a job the system stopped at its
+- ``outcome`` = state by the Slurm table of :data:`~envs.workload.operators.sacct.SLURM_STATE_OUTCOME`, shared
+  with the sacct loader: COMPLETED → PASS; FAILED, NODE_FAIL → FAILED; CANCELLED, TIMEOUT → KILLED. (The Helios
+  paper counts TIMEOUT and NODE_FAIL, both very rare, as failed; here TIMEOUT is KILLED, a job the system stopped at its
   limit, as for sacct.)
 - ``comm_sensitivity`` = the loader's argument for multi-GPU jobs, 0 otherwise; no partition, QoS or priority
   (``vc`` is a quota group, not a partition the trace's nodes are named for). ``machine_gpus`` = 0: the trace does
@@ -39,6 +39,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from envs.core.errors import TraceFormatError
+from envs.workload.operators.sacct import required_time, slurm_state, slurm_time
 from envs.workload.reader import (
     JobCollector,
     PendingJob,
@@ -49,7 +50,6 @@ from envs.workload.reader import (
     seconds,
     whole,
 )
-from envs.workload.sacct import required_time, slurm_state, slurm_time
 from envs.workload.table import Workload
 
 HELIOS_COLUMNS = (

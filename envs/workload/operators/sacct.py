@@ -41,7 +41,7 @@ Mapping of a job record (times in s):
   else of ReqTRES; a typed form ``gres/gpu:a100=2`` counts when no untyped one is given.
 - ``gpu_types`` = the typed ``gres/gpu:TYPE`` entries of ReqTRES (what the user asked for; empty: any type), or of
   AllocTRES when there is no ReqTRES column, resolved to the GPU-type table by
-  :func:`~envs.workload.node_inventory.gpu_type_for` as the Slurm node loaders resolve node gres (``a100`` →
+  :func:`~envs.workload.operators.node_inventory.gpu_type_for` as the Slurm node loaders resolve node gres (``a100`` →
   ``A100-40GB``), so that a replay on a ``scontrol:`` or ``sinfo:`` cluster of the same site matches.
 - ``cpu_milli_per_gpu`` = ceil(1000 × ``cpu=`` / n_gpus), ``ram_mib_per_gpu`` = ceil(``mem=`` / n_gpus), from the
   same TRES as the count; mem is in K/M/G/T/P (binary: K = 1/1024 MiB, M = MiB, G = 1024 MiB, ...; no unit: MiB).
@@ -84,7 +84,7 @@ from envs.core.errors import TraceFormatError
 from envs.core.gpu_types import DEFAULT_GPU_TYPES
 from envs.core.job import MAX_TIME_S, TraceOutcome
 from envs.core.numbers import integer
-from envs.workload.node_inventory import gpu_type_for
+from envs.workload.operators.node_inventory import gpu_type_for
 from envs.workload.reader import (
     JobCollector,
     PendingJob,

@@ -7,10 +7,11 @@ the multi-line form without ``--oneliner``, one ``NodeName=`` record per paragra
 
 - ``NodeName`` → the node's name.
 - ``Gres`` → GPU count and type: the ``gpu`` entries of a comma-separated list, ``gpu:TYPE:N`` or ``gpu:N``
-  (untyped: the type ``gpu``, :data:`~envs.workload.node_inventory.UNTYPED_GPU`), a socket suffix ``(S:0-1)``
-  ignored, other gres (``mps:400``, ``shard:8``) ignored, ``(null)`` = none. TYPE resolves to the GPU-type table
-  by :func:`~envs.workload.node_inventory.gpu_type_for` (``a100`` → ``A100-40GB``, ``v100`` → ``V100``; an unknown
-  name becomes a new type of unknown memory). Two GPU types in one node are malformed (a node has one type here).
+  (untyped: the type ``gpu``, :data:`~envs.workload.operators.node_inventory.UNTYPED_GPU`), a socket suffix
+  ``(S:0-1)`` ignored, other gres (``mps:400``, ``shard:8``) ignored, ``(null)`` = none. TYPE resolves to the
+  GPU-type table by :func:`~envs.workload.operators.node_inventory.gpu_type_for` (``a100`` → ``A100-40GB``,
+  ``v100`` → ``V100``; an unknown name becomes a new type of unknown memory). Two GPU types in one node are
+  malformed (a node has one type here).
 - ``CPUTot`` → CPUs [cores] (× 1000 milli-cores); ``RealMemory`` → RAM [MiB] (Slurm's MB are MiB).
 - ``Partitions`` → the node's partitions (comma-separated; absent or ``(null)``: none). ``scontrol show node`` does
   not say which partition is the default, so the cluster has none: jobs naming no partition run anywhere.
@@ -30,7 +31,7 @@ partition. ``CPUS`` [cores], ``MEMORY`` [MiB] and ``GRES`` map as CPUTot, RealMe
 ``-N`` sinfo groups nodes and prints the smallest of differing values with a ``+`` (``64+``): that is malformed
 (use ``-N``, or ``-e``).
 
-Nodes left out (counted in :attr:`~envs.workload.node_inventory.NodeInventory.skipped`, see
+Nodes left out (counted in :attr:`~envs.workload.operators.node_inventory.NodeInventory.skipped`, see
 :func:`read_scontrol_nodes` / :func:`read_sinfo_nodes`): ``no_gpus`` (no gpu gres, or a count of 0: CPU nodes),
 ``mig_gres`` (gpu gres whose type names a MIG profile, ``a100_3g.20gb`` or ``1g.5gb``: Slurm then counts GPU
 instances, not GPUs, so the GPUs cannot be read; model such nodes with a preset and ``mig: true``).
@@ -39,7 +40,7 @@ Malformed (:class:`~envs.core.errors.TraceFormatError` naming the file and line)
 record, a record without NodeName, CPUTot, RealMemory or Gres, a repeated key, a count that is not a whole number
 >= 0, a gres entry that is not ``NAME[:TYPE]:COUNT``, two GPU types in a node, a bad hostlist, a sinfo header without
 the five columns or a line with another field count, a repeated node (scontrol), and an export without a GPU node.
-The cluster itself (islands, racks, partitions) is built as :mod:`envs.workload.node_inventory` describes.
+The cluster itself (islands, racks, partitions) is built as :mod:`envs.workload.operators.node_inventory` describes.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from pathlib import Path
 from envs.core.cluster import MAX_NODES, ClusterSpec
 from envs.core.errors import TraceFormatError
 from envs.core.gpu_types import GPUType
-from envs.workload.node_inventory import GpuNode, NodeInventory, new_inventory
+from envs.workload.operators.node_inventory import GpuNode, NodeInventory, new_inventory
 from envs.workload.reader import read_lines, show, whole
 
 SINFO_COMMAND = 'sinfo -N -o "%N %P %c %m %G"'
