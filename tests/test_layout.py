@@ -2,7 +2,8 @@
 
 Layers under ``envs/`` import only downwards: core ← workload ← scenario, sim ← placement ← gymenv, peer ←
 registration; packages of one layer do not import each other. Around ``envs/`` the project runs one way too:
-envs ← baselines ← agents ← evaluation ← evaluate.py ← train.py ← benchmarks/. Every import counts, those inside
+envs ← baselines ← agents ← evaluation ← bridges ← evaluate.py ← train.py ← benchmarks/, and only benchmarks/
+imports bridges/ (the live Slurm harness runs the steering daemon). Every import counts, those inside
 functions and ``TYPE_CHECKING`` blocks included (an import made by ``importlib`` at run time is not seen), and the
 module graph has no circle. Importing ``a.b.c`` also runs the packages ``a`` and ``a.b``: the graph has those edges
 too, except to the importer's own packages (already running when it runs).
@@ -33,7 +34,8 @@ ENVS_LAYERS = {
 """Each part of ``envs/`` and its layer: a module may import its own part and parts of lower layers only. A key is a
 package or a module; ``envs`` stands for ``envs/__init__.py`` only."""
 
-PROJECT_LAYERS = {"envs": 0, "baselines": 1, "agents": 2, "evaluation": 3, "evaluate": 4, "train": 5, "benchmarks": 6}
+PROJECT_LAYERS = {"envs": 0, "baselines": 1, "agents": 2, "evaluation": 3, "bridges": 4, "evaluate": 5, "train": 6,
+                  "benchmarks": 7}
 """The project's top-level parts, in the order they may import each other."""
 
 HEAVY = ("gymnasium", "torch", "stable_baselines3", "sb3_contrib")
@@ -132,6 +134,13 @@ def test_no_import_runs_back_up_a_layer(layers, where):
             if dest is not None and dest != source and layers[dest] >= layers[source]:
                 wrong.append(f"{name} -> {target} ({source}, layer {layers[source]} -> {dest}, layer {layers[dest]})")
     assert not wrong, f"{where}: imports that run up or across a layer:\n" + "\n".join(sorted(wrong))
+
+
+def test_only_benchmarks_import_the_bridges():
+    importers = sorted(name for name, targets in GRAPH.items() if any(part_of(t, PROJECT_LAYERS) == "bridges"
+                                                                      for t in targets)
+                       and part_of(name, PROJECT_LAYERS) not in ("bridges", "benchmarks"))
+    assert importers == []
 
 
 def test_every_envs_module_belongs_to_a_layer():
