@@ -198,6 +198,7 @@ EXPORT_LOADERS: dict[str, Callable[[Path], Any]] = {
     "sinfo_nodes.txt": read_sinfo_nodes,
     "kubectl_nodes.json": read_kubectl_nodes,
     "kubectl_pods.json": lambda p: load_trace(p, "pods"),
+    "kueue_workloads.json": lambda p: load_trace(p, "kueue"),
 }
 """Each operator export of tests/data/exports and its loader."""
 

@@ -1,8 +1,10 @@
 """One entry point for every trace format: detect the format of a file and load it into a :class:`Workload`.
 
 Formats: ``swf`` (:mod:`envs.workload.swf`), ``philly``, ``openb``, ``tiresias``, ``sacct`` (Slurm's
-``sacct --parsable2``, :mod:`envs.workload.operators.sacct`) and ``helios`` (SenseTime's ``cluster_log.csv``,
-:mod:`envs.workload.operators.helios`).
+``sacct --parsable2``, :mod:`envs.workload.operators.sacct`), ``helios`` (SenseTime's ``cluster_log.csv``,
+:mod:`envs.workload.operators.helios`), ``pods`` (``kubectl get pods -A -o json``,
+:mod:`envs.workload.operators.kubectl_pods`) and ``kueue`` (Kueue Workloads, :mod:`envs.workload.operators.kueue`);
+the two JSON formats are named, never detected.
 
 Detection (:func:`detect_format`), first match wins: a name ending in ``.swf`` or ``.swf.gz`` → ``swf``; else the
 first non-blank line: ``;`` (an SWF header comment) → ``swf``, ``#job id`` → ``philly``, ``name,cpu_milli`` →
@@ -26,6 +28,7 @@ from envs.core.presets import load_preset
 from envs.workload.openb import OPENB_NODE_LIST, load_openb, load_openb_cluster
 from envs.workload.operators.helios import HELIOS_COLUMNS, load_helios
 from envs.workload.operators.kubectl_pods import load_kubectl_pods
+from envs.workload.operators.kueue import load_kueue_workloads
 from envs.workload.operators.sacct import load_sacct
 from envs.workload.philly import load_philly
 from envs.workload.reader import check_comm_sensitivity, first_line
@@ -41,6 +44,7 @@ TRACE_FORMATS: dict[str, Callable[..., Workload]] = {
     "sacct": load_sacct,
     "helios": load_helios,
     "pods": load_kubectl_pods,  # kubectl get pods -A -o json
+    "kueue": load_kueue_workloads,  # kubectl get workloads.kueue.x-k8s.io -A -o json
 }
 """Loader of each format name, called as ``loader(path, comm_sensitivity)``."""
 
@@ -57,7 +61,8 @@ _CLUSTER_HINTS = (
     ("sn,cpu_milli", "an openb node list: a cluster, not a workload; give it as openb:PATH"),
     ("NodeName=", "scontrol show node output: a cluster, not a workload; give it as scontrol:PATH"),
     ("NODELIST", "sinfo output: a cluster, not a workload; give it as sinfo:PATH"),
-    ("{", "JSON, such as kubectl get nodes -o json: a cluster, not a workload; give it as kubectl:PATH"),
+    ("{", "JSON: kubectl get nodes -o json is a cluster (kubectl:PATH); pods and Kueue Workloads are workloads "
+          "named by their format (pods:PATH, kueue:PATH)"),
 )
 
 

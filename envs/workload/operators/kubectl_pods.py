@@ -8,6 +8,8 @@ Each finished pod that asks for GPUs becomes a job (times in seconds from the ea
   MIG instance (``nvidia.com/mig-3g.20gb: 1``) makes a MIG job of that profile;
 - ``spec.priority`` (the value kube-scheduler resolved from the priority class) is the job's priority, and
   ``spec.priorityClassName`` its QoS label; the namespace is its team, and its user too;
+- a node pool named by ``spec.nodeSelector`` (:data:`~envs.workload.operators.kubectl_nodes.NODE_POOL_LABELS`) is
+  its partition: a pool the cluster lacks makes a rejected job, counted by evaluate.py;
 - the outcome is the phase: ``Succeeded`` passed, ``Failed`` failed.
 
 Pods that share a controller ``ownerReferences`` entry (a PyTorchJob's or MPIJob's workers, a Job's pods) form one
@@ -20,26 +22,21 @@ is a :class:`~envs.core.errors.TraceFormatError` naming the file and the line of
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from envs.core.errors import TraceFormatError
 from envs.core.job import TraceOutcome
+from envs.workload.operators.kube_objects import SEVERAL_MIG, node_pool, pod_gpus, rfc3339_s
 from envs.workload.operators.kubectl_nodes import (
-    GPU_RESOURCE,
-    MIG_RESOURCE_PREFIX,
     json_object,
     line_of,
     read_json,
-    whole_count,
 )
 from envs.workload.reader import JobCollector, PendingJob, add_from_first_submit, check_comm_sensitivity, show
 from envs.workload.table import Workload
 
-_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})")
 _PHASES = {"Succeeded": TraceOutcome.PASS, "Failed": TraceOutcome.FAILED}
 _UNFINISHED = ("Pending", "Running", "Unknown")
 
@@ -58,6 +55,7 @@ class _Pod:
     priority: int
     qos: str
     team: str
+    partition: str
 
 
 @dataclass
@@ -113,22 +111,8 @@ def _read_pod(item: dict[str, Any], metadata: dict[str, Any], what: str, where: 
     phase = status.get("phase", "Unknown")
     if phase not in _PHASES and phase not in _UNFINISHED:
         raise TraceFormatError(where, line, f"{what} status.phase {show(str(phase))} is not a pod phase")
-    gpus, mig = 0, ""
-    containers = spec.get("containers") or []
-    if not isinstance(containers, list):
-        raise TraceFormatError(where, line, f"{what} spec.containers is not a list")
-    for container in containers:
-        resources = json_object(container, "resources", f"{what} container resources", where, line)
-        limits = json_object(resources, "limits", f"{what} resources.limits", where, line)
-        requests = json_object(resources, "requests", f"{what} resources.requests", where, line)
-        for key, value in {**requests, **limits}.items():
-            if key == GPU_RESOURCE:
-                gpus += whole_count(value, f"{what} {key}", where, line)
-            elif key.startswith(MIG_RESOURCE_PREFIX):
-                instances = whole_count(value, f"{what} {key}", where, line)
-                if instances:
-                    mig = "several" if mig or instances > 1 else key
-    finished = [_time(state["terminated"].get("finishedAt"), f"{what} finishedAt", where, line)
+    gpus, mig = pod_gpus(spec, what, where, line)
+    finished = [rfc3339_s(state["terminated"].get("finishedAt"), f"{what} finishedAt", where, line)
                 for status_entry in status.get("containerStatuses") or []
                 if isinstance(status_entry, dict) and isinstance(state := status_entry.get("state"), dict)
                 and isinstance(state.get("terminated"), dict)]
@@ -137,11 +121,13 @@ def _read_pod(item: dict[str, Any], metadata: dict[str, Any], what: str, where: 
         raise TraceFormatError(where, line, f"{what} spec.priority {show(str(priority))} is not an integer")
     return _Pod(
         line=line,
-        created_s=_time(metadata.get("creationTimestamp"), f"{what} creationTimestamp", where, line),
-        started_s=_time(status["startTime"], f"{what} startTime", where, line) if status.get("startTime") else None,
+        created_s=rfc3339_s(metadata.get("creationTimestamp"), f"{what} creationTimestamp", where, line),
+        started_s=(rfc3339_s(status["startTime"], f"{what} startTime", where, line) if status.get("startTime")
+                   else None),
         finished_s=max(finished) if finished else None,
         gpus=gpus,
-        mig="several" if mig and gpus else mig,
+        mig=mig,
+        partition=node_pool(spec, what, where, line),
         outcome=_PHASES.get(phase),
         priority=priority,
         qos=str(spec.get("priorityClassName") or ""),
@@ -149,23 +135,12 @@ def _read_pod(item: dict[str, Any], metadata: dict[str, Any], what: str, where: 
     )
 
 
-def _time(value: Any, what: str, where: str, line: int) -> float:
-    """An RFC 3339 time as seconds since 1970-01-01 UTC."""
-    if not isinstance(value, str) or _TIME.fullmatch(value) is None:
-        raise TraceFormatError(where, line, f"{what} {show(str(value))} is not an RFC 3339 time like "
-                                            "2026-11-30T08:00:00Z")
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise TraceFormatError(where, line, f"{what} {show(value)} is not a valid date") from None
-
-
 def _job(group: _Group, job_id: int, collector: JobCollector) -> PendingJob | None:
     """The job of a group of pods, or None when it is skipped (counted in ``collector``)."""
     pods, line = group.pods, group.pods[0].line
     reason = ("not_finished" if any(p.outcome is None for p in pods) else
               "never_started" if any(p.started_s is None or p.finished_s is None for p in pods) else
-              "mig_mix" if any(p.mig == "several" for p in pods) or (len(pods) > 1 and any(p.mig for p in pods))
+              "mig_mix" if any(p.mig == SEVERAL_MIG for p in pods) or (len(pods) > 1 and any(p.mig for p in pods))
               else "")
     if reason:
         collector.skip(line, job_id, reason)
@@ -181,6 +156,7 @@ def _job(group: _Group, job_id: int, collector: JobCollector) -> PendingJob | No
     first = pods[0]
     fields = {"job_id": job_id, "runtime_s": end - start, "runtime_estimate_s": end - start, "n_gpus": gpus,
               "user": first.team, "team": first.team, "priority": max(p.priority for p in pods), "qos": first.qos,
+              "partition": first.partition,
               "outcome": TraceOutcome.FAILED if any(p.outcome is TraceOutcome.FAILED for p in pods)
               else TraceOutcome.PASS}
     if first.mig:
