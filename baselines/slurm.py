@@ -22,6 +22,14 @@ Checked against a live Slurm 22.05 on recorded streams (``tests/data/slurm/``, `
   ``root`` user of the ``root`` account, which has no jobs: that changes the factors' values (1/3 and 2/3 where
   ours are 1/2 and 1 for two accounts), not their order.
 
+**Steering** (the daemon of ``bridges/slurm_steer.py``, :class:`Steering`): at each of its ticks the daemon
+ranks the pending jobs with a policy (:func:`~baselines.ranking.rank_jobs`) and writes ``SiteFactor`` =
+:func:`~baselines.ranking.site_factors` to each job whose value changed (``scontrol update``). Slurm then recomputes
+that job's priority at once (``set_job_prio``: the multifactor sum with the age of that instant and the fair-share
+factors of the last pass, plus the site factor; at least 1) and each decay pass adds the site factor again; an
+update queues a scheduling pass like a submission (:data:`SUBMIT_PASS_DELAY_S`). ``Priority=`` (the strict mode)
+sets the priority itself, which no pass recalculates.
+
 **Queue order**: higher partition ``PriorityTier`` first, then higher priority, then lower job id.
 
 **When slurmctld schedules**: at every job end (the main scheduler, then backfill at its cycle); a submission
@@ -57,7 +65,7 @@ job end, or else the main scheduler's periodic pass (every ``sched_interval``, f
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -65,6 +73,7 @@ import numpy as np
 from pydantic import Field
 
 from baselines.fairtree import FairTree
+from baselines.ranking import site_factors
 from baselines.slurm_backfill import backfill_cycle
 from baselines.slurm_conf import SlurmConf, slurm_conf_from_dict
 from envs.core.errors import ConfigError
@@ -87,6 +96,9 @@ SUBMIT_PASS_DELAY_S = 1.0
 (``job_mgr.c``: a batch job is only tested, ``test_only``); it queues a pass that slurmctld's background loop (and
 backfill, which polls every second) runs about a second later (0.94 s in every record). That pass, like one after a
 job ends, considers every pending job, those submitted since included."""
+
+TICK_TOLERANCE = 1e-9
+"""How close to a steering tick (relative to the period) a time counts as that tick."""
 
 MAX_QOS_PRIORITY = 2**32 - 1
 """Slurm's largest QOS priority (a 32-bit unsigned value)."""
@@ -160,10 +172,35 @@ def slurm_policy_params(section: Mapping[str, Any], where: str) -> SlurmParams:
     return SlurmParams(conf, qos, accounts)
 
 
+STEER_FIELDS = ("SiteFactor", "Priority")
+"""What a steering daemon writes: the site factor (Slurm's own factors kept) or the priority itself (a strict
+order)."""
+
+
+@dataclass(frozen=True)
+class Steering:
+    """A steering daemon's writes, as the simulated Slurm receives them (module docstring, **Steering**)."""
+
+    ranker: Callable[[View], list[int]]  # the pending job ids, first favoured first (baselines.ranking.rank_jobs)
+    period_s: float  # between the daemon's ticks [s]
+    origin_s: float = 0.0  # its first tick [s]
+    scale: int = 1000  # site factor step between neighbouring ranks
+    field: str = "SiteFactor"  # or "Priority" (STEER_FIELDS)
+
+    def __post_init__(self) -> None:
+        if not self.period_s > 0 or not math.isfinite(self.period_s):
+            raise ConfigError(f"steering: period_s must be a positive number of seconds, got {self.period_s!r}")
+        if self.field not in STEER_FIELDS:
+            raise ConfigError(f"steering: field must be one of {', '.join(STEER_FIELDS)}, got {self.field!r}")
+        if not 1 <= self.scale <= 1_000_000:
+            raise ConfigError(f"steering: scale must be 1..1,000,000, got {self.scale!r}")
+
+
 def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: float = 0.0,
-                 calc_origin_s: float = 0.0) -> SlurmScheduler:
+                 calc_origin_s: float = 0.0, steering: Steering | None = None) -> SlurmScheduler:
     """The policy ``slurm`` or ``slurm/PLACEMENT`` with the parameters of a ``slurm:`` section; ``epoch_s`` and
-    ``calc_origin_s`` place the wall clock and the decay thread (see :class:`SlurmScheduler`)."""
+    ``calc_origin_s`` place the wall clock and the decay thread, ``steering`` a daemon's writes (see
+    :class:`SlurmScheduler`)."""
     family, _, placement = name.strip().lower().partition("/")
     if family != SLURM_PREFIX:
         raise ConfigError(f"policy {name!r}: not a slurm policy (slurm or slurm/PLACEMENT)")
@@ -171,19 +208,23 @@ def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: flo
     if placement not in PLACEMENT_DOCS:
         raise ConfigError(f"policy {name!r}: unknown placement {placement!r} (known: {', '.join(PLACEMENT_DOCS)})")
     params = slurm_policy_params(slurm or {}, f"policy {name!r}: slurm")
-    return SlurmScheduler(name.strip().lower(), params, get_placement_rule(placement), epoch_s, calc_origin_s)
+    if steering is not None and not params.conf.multifactor:
+        raise ConfigError(f"policy {name!r}: steering needs PriorityType=priority/multifactor")
+    return SlurmScheduler(name.strip().lower(), params, get_placement_rule(placement), epoch_s, calc_origin_s,
+                          steering)
 
 
 class SlurmScheduler:
     """slurmctld's main scheduler, sched/backfill and preempt/qos (module docstring). ``epoch_s``: the Unix time of
     simulated time 0, for what Slurm aligns to the wall clock (:mod:`baselines.slurm_backfill`); ``calc_origin_s``:
     when the decay thread makes its first pass [s] (then every ``PriorityCalcPeriod``; slurmctld starts it about a
-    second after its own start)."""
+    second after its own start); ``steering``: a steering daemon's writes, None for none."""
 
     def __init__(self, name: str, params: SlurmParams, rule: PlacementRule, epoch_s: float = 0.0,
-                 calc_origin_s: float = 0.0) -> None:
+                 calc_origin_s: float = 0.0, steering: Steering | None = None) -> None:
         self.name, self.params, self.conf, self.rule, self.epoch_s = name, params, params.conf, rule, float(epoch_s)
         self.calc_origin_s = float(calc_origin_s)
+        self.steering = steering
         self.fair_tree = FairTree(params.accounts, half_life_s=self.conf.half_life_s or math.inf,
                                   where="slurm: Accounts")
         self._max_qos = max([q.priority for q in params.qos.values()], default=0)
@@ -193,6 +234,7 @@ class SlurmScheduler:
         """Forget priorities, usage, requeue holds and the backfill clock."""
         self.fair_tree.reset()
         self._priority: dict[int, int] = {}  # job id -> priority (multifactor), as last computed
+        self._base: dict[int, float] = {}  # job id -> its weighted factor sum, as last computed
         self._next_calc_s = self.calc_origin_s  # next multifactor recalculation [s]
         self._factors: dict[str, float] = {}  # Fair Tree factor per user at the last recalculation
         self._next_backfill_s = -math.inf  # earliest time of the next backfill cycle [s]
@@ -202,10 +244,13 @@ class SlurmScheduler:
         self._known: set[int] = set()  # pending jobs seen by an earlier call
         self._pass_s = -math.inf  # when the pass queued by the latest submissions runs [s]
         self._seen: tuple[int, frozenset[int]] | None = None  # (jobs ended, running jobs) at the last call
+        self._site: dict[int, int] = {}  # job id -> the site factor (or priority) a steering daemon wrote
+        self._next_tick_s = self.steering.origin_s if self.steering is not None else math.inf
 
-    def _submissions_only(self, view: View) -> bool:
-        """True when, since the last call, jobs were submitted and nothing else changed (no end, no interruption),
-        and their pass is still to come; notes the submissions and the state."""
+    def _submissions_only(self, view: View, steered: bool = False) -> bool:
+        """True when, since the last call, jobs were submitted or a steering daemon wrote priorities (``steered``)
+        and nothing else changed (no end, no interruption), and the pass they queued is still to come; notes the
+        submissions and the state."""
         now, seen = view.time_s, (view.n_ended, frozenset(view.running))
         new = view.pending.keys() - self._known
         if new:
@@ -215,7 +260,7 @@ class SlurmScheduler:
         changed, self._seen = self._seen is not None and seen != self._seen, seen
         if self.conf.preempts and any(self._preemptor(view.pending[j]) for j in new):
             return False  # a job that may preempt others does so at its submission (seen in every record)
-        return bool(new) and not changed and now < self._pass_s
+        return (bool(new) or steered) and not changed and now < self._pass_s
 
     def _preemptor(self, job: Job) -> bool:
         qos = self.params.qos.get(job.qos)
@@ -223,7 +268,8 @@ class SlurmScheduler:
 
     # --- priority -------------------------------------------------------------------------------------------
 
-    def _multifactor(self, view: View, job: Job, factors: Mapping[str, float]) -> int:
+    def _multifactor(self, view: View, job: Job, factors: Mapping[str, float]) -> float:
+        """The weighted sum of the job's factors now (without its site factor)."""
         c = self.conf
         eligible_s = self._held.get(job.job_id, job.submit_time_s)
         age = min(1.0, max(0.0, view.time_s - eligible_s) / c.max_age_s) if c.max_age_s > 0 else 1.0
@@ -240,7 +286,39 @@ class SlurmScheduler:
         value = (c.w_age * age + c.w_fairshare * factors.get(job.user, 0.0)
                  + c.w_job_size * ((1.0 - size) if c.favor_small else size) + c.w_partition * partition
                  + c.w_qos * qos_factor)
-        return max(1, int(value))
+        return value
+
+    def _set_priority(self, job_id: int, base: float | None = None) -> None:
+        """Note the job's factor sum ``base`` (None: keep the last one) and set its priority: that sum plus its site
+        factor, truncated, at least 1; a priority a steering daemon set (``Priority=``) stays as set."""
+        if base is not None:
+            self._base[job_id] = base
+        if self.steering is not None and self.steering.field == "Priority" and job_id in self._site:
+            self._priority[job_id] = self._site[job_id]
+        else:
+            self._priority[job_id] = max(1, int(self._base[job_id] + self._site.get(job_id, 0)))
+
+    def _steer(self, view: View) -> bool:
+        """At a steering tick: write the ranking's values to the jobs whose value changed, each job's priority
+        recomputed at once; True when anything was written (that queues a scheduling pass)."""
+        steering, now = self.steering, view.time_s
+        ticks = math.floor((now - steering.origin_s) / steering.period_s + TICK_TOLERANCE)
+        last_tick = steering.origin_s + ticks * steering.period_s
+        self._next_tick_s = steering.origin_s + (ticks + 1) * steering.period_s
+        if abs(now - last_tick) > TICK_TOLERANCE * steering.period_s:
+            return False  # ticks passed while nothing was pending (the daemon then writes nothing): none now
+        self._site = {j: v for j, v in self._site.items() if j in view.pending}
+        targets = site_factors(steering.ranker(view), steering.scale)
+        if steering.field == "Priority":
+            targets = {j: v + 1 for j, v in targets.items()}  # Priority=0 would hold the job
+        changed = [j for j, v in targets.items() if self._site.get(j, 0) != v]
+        for job_id in changed:  # Slurm's set_job_prio: the factors as last computed (the age too), the new value
+            self._site[job_id] = targets[job_id]
+            self._set_priority(job_id, None if job_id in self._base
+                               else self._multifactor(view, view.pending[job_id], self._factors))
+        if changed and self._pass_s < now:
+            self._pass_s = now + SUBMIT_PASS_DELAY_S
+        return bool(changed)
 
     def _queue(self, view: View) -> list[Job]:
         """Pending jobs in Slurm's order (tier, priority, job id), without requeued jobs still held and jobs a quota
@@ -251,12 +329,13 @@ class SlurmScheduler:
         if self.conf.multifactor:
             if now >= self._next_calc_s:  # the decay thread's pass: usage, fair-share factors, pending priorities
                 self._factors = dict(self.fair_tree.factors(view))
-                self._priority.update({j.job_id: self._multifactor(view, j, self._factors) for j in pending})
+                for job in pending:
+                    self._set_priority(job.job_id, self._multifactor(view, job, self._factors))
                 period = self.conf.calc_period_s
                 self._next_calc_s = self.calc_origin_s + (math.floor((now - self.calc_origin_s) / period) + 1) * period
-            new = [j for j in pending if j.job_id not in self._priority]
-            if new:  # priority at submission, with the factors of the last pass
-                self._priority.update({j.job_id: self._multifactor(view, j, self._factors) for j in new})
+            for job in pending:  # priority at submission, with the factors of the last pass
+                if job.job_id not in self._base:
+                    self._set_priority(job.job_id, self._multifactor(view, job, self._factors))
             ranked = sorted(pending, key=lambda j: (-self._priority[j.job_id], j.submit_time_s, j.job_id))
         else:
             ranked = sorted(pending, key=lambda j: (j.submit_time_s, j.job_id))
@@ -270,7 +349,8 @@ class SlurmScheduler:
         if not view.scheduler_up or not view.pending:
             self._seen = (view.n_ended, frozenset(view.running))
             return WAIT
-        if self._submissions_only(view):
+        steered = self.steering is not None and view.time_s >= self._next_tick_s and self._steer(view)
+        if self._submissions_only(view, steered):
             return Wait(until_s=self._pass_s)
         queue = self._queue(view)
         action = self._main(view, queue) if queue else None
@@ -290,6 +370,8 @@ class SlurmScheduler:
             times.append(self._next_calc_s)
         if self.conf.backfill and self._next_backfill_s > now:
             times.append(self._next_backfill_s)
+        if self._next_tick_s > now and math.isfinite(self._next_tick_s):
+            times.append(self._next_tick_s)
         return Wait(until_s=min(times)) if times else WAIT
 
     def _main(self, view: View, queue: list[Job]) -> Action | None:

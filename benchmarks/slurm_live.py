@@ -4,6 +4,15 @@ with our simulator's presets.
     python benchmarks/slurm_live.py record CASE.yaml --out RECORD.yaml      # needs root, slurm-wlm and munge
     python benchmarks/slurm_live.py compare RECORD.yaml [--policies fcfs,fcfs+easy,fcfs+conservative,slurm]
     python benchmarks/slurm_live.py stream --workload default --jobs 20 --scale 0.02 --seed 0 --out CASE.yaml
+    python benchmarks/slurm_live.py record CASE.yaml --out RECORD.yaml --steer sjf [--steer-period 5]
+
+``record --steer POLICY`` runs the steering daemon (:mod:`bridges.slurm_steer`) in the loop: from just before the
+first submission until every job has ended it ranks the pending jobs with POLICY and writes their site factors
+(``--steer-field Priority``: their priorities) every ``--steer-period`` seconds; the record gains a ``steering``
+section (the policy, field, scale, period, its first tick and every write, in seconds from slurmctld's start) from
+which ``compare`` builds the simulated twin: the ``slurm`` policy with the same daemon (:mod:`baselines.slurm`,
+**Steering**). The daemon runs under the case's priority/multifactor; Slurm ignores the age weight without
+slurmdbd, so a steered case should have accounts.
 
 ``record`` writes a ``slurm.conf`` (and ``gres.conf``) for the case's one-node cluster and its ``slurm:`` section
 (:mod:`baselines.slurm_conf`) into a fresh folder, starts ``munged`` (unless one runs), ``slurmctld`` and one
@@ -37,12 +46,15 @@ from __future__ import annotations
 import argparse
 import datetime
 import getpass
+import json
+import math
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,6 +65,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bridges.slurm_steer import Daemon, SlurmUnavailable, build_policy  # noqa: E402
 from envs.core.cli import ArgumentParser, run_cli  # noqa: E402
 from envs.core.errors import ConfigError  # noqa: E402
 from envs.core.files import read_yaml, write_text_atomically  # noqa: E402
@@ -233,19 +246,68 @@ def submit_all(live: LiveSlurm, case: SlurmCase, log: Any) -> dict[int, int]:
     return ids
 
 
-def record(case: SlurmCase, out: Path, keep: Path | None, log: Any = sys.stdout) -> dict[str, Any]:
-    """Run ``case`` on a live Slurm (see the module docstring) and write its record to ``out``; the record."""
+class SteerRun:
+    """The steering daemon of a recording, in a thread, running Slurm's commands with the run's configuration."""
+
+    def __init__(self, live: LiveSlurm, policy: str, field: str, period_s: float, scale: int) -> None:
+        self.policy, self.field, self.period_s, self.scale = policy, field, period_s, scale
+        self.log = live.folder / "steer.jsonl"
+        self.log.unlink(missing_ok=True)
+        self.daemon = Daemon(build_policy(policy, None, None), field, scale, period_s, timeout_s=10.0,
+                             max_updates=1000, runner=self._runner(live), log=self.log)
+        self.thread = threading.Thread(target=self.daemon.loop, daemon=True)
+        self.started_s = math.nan
+
+    @staticmethod
+    def _runner(live: LiveSlurm) -> Any:
+        def run(argv: Sequence[str], timeout_s: float) -> str:
+            try:
+                done = subprocess.run(list(argv), env=live.env, capture_output=True, text=True, timeout=timeout_s,
+                                      check=False)
+            except subprocess.TimeoutExpired:
+                raise SlurmUnavailable(f"{' '.join(argv)} timed out after {timeout_s:g} s") from None
+            if done.returncode != 0:
+                raise SlurmUnavailable(f"{' '.join(argv)} failed: {' '.join(done.stderr.split())}")
+            return done.stdout
+        return run
+
+    def start(self) -> None:
+        """Start ticking now."""
+        self.started_s = time.time()
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop after the current command."""
+        self.daemon.stop.set()
+        self.thread.join(timeout=30)
+
+    def section(self, origin: float) -> dict[str, Any]:
+        """The record's ``steering`` section, times in seconds from ``origin`` (slurmctld's start, Unix)."""
+        writes = [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+        return {"policy": self.policy, "field": self.field, "scale": self.scale, "period_s": self.period_s,
+                "origin_s": round(self.started_s - origin, 3),
+                "writes": [{"t_s": round(w["t"] - origin, 3), "job": w["job"], "value": w["value"]} for w in writes]}
+
+
+def record(case: SlurmCase, out: Path, keep: Path | None, log: Any = sys.stdout,
+           steer: tuple[str, str, float, int] | None = None) -> dict[str, Any]:
+    """Run ``case`` on a live Slurm (see the module docstring) and write its record to ``out``; the record.
+    ``steer``: (policy, field, period [s], scale) of a steering daemon to run in the loop."""
     check_machine(case)
     folder = Path(tempfile.mkdtemp(prefix="slurm-live-")) if keep is None else keep
     folder.mkdir(parents=True, exist_ok=True)
     live = LiveSlurm(case, folder)
     live.write_confs()
+    steering: SteerRun | None = None
     try:
         live.start()
         if case.needs_accounting:
             live.add_associations()
         version = live.run("scontrol", "--version").strip()
         print(f"{version} up on {live.host} in {folder}; submitting {len(case.jobs)} jobs", file=log, flush=True)
+        steering = SteerRun(live, *steer) if steer else None
+        if steering is not None:
+            steering.start()
         ids = submit_all(live, case, log)
         final = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY"}
         deadline = time.monotonic() + max(j["submit_s"] for j in case.jobs) + sum(
@@ -260,8 +322,15 @@ def record(case: SlurmCase, out: Path, keep: Path | None, log: Any = sys.stdout)
         sacct = live.run("sacct", "--parsable2", "--duplicates", "-S", "now-1days", "--format",
                          SACCT_FORMAT, check=False) if case.needs_accounting else ""
     finally:
+        if steering is not None:
+            steering.stop()
         live.stop()
     result = record_of_folder(case, folder, version, live.host, sacct)
+    if steering is not None:
+        result["steering"] = steering.section(result["recorded"]["epoch_s"])
+        ids_by_slurm = {int(j["slurm_id"]): int(j["id"]) for j in result["jobs"]}
+        result["steering"]["writes"] = [{**w, "job": ids_by_slurm.get(w["job"], w["job"])}
+                                        for w in result["steering"]["writes"]]
     write_text_atomically(out, yaml.safe_dump(result, sort_keys=False, width=120))
     if sacct:
         write_text_atomically(sacct_path(out), sacct)
@@ -308,6 +377,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     rec.add_argument("--out", type=Path, required=True)
     rec.add_argument("--keep", type=Path, help="run folder to keep (confs, logs); default a temporary one")
     rec.add_argument("--policies", default="fcfs,fcfs+easy,fcfs+conservative,slurm", help="compare afterwards")
+    rec.add_argument("--steer", help="run the steering daemon with this policy in the loop")
+    rec.add_argument("--steer-field", default="SiteFactor", choices=("SiteFactor", "Priority"))
+    rec.add_argument("--steer-period", type=float, default=5.0, help="seconds between the daemon's ticks")
+    rec.add_argument("--steer-scale", type=int, default=1000, help="value step between ranks")
     cmp_ = sub.add_parser("compare", help="replay a record in the simulator")
     cmp_.add_argument("record", type=Path)
     cmp_.add_argument("--policies", default="fcfs,fcfs+easy,fcfs+conservative,slurm")
@@ -334,7 +407,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         policies = [p for p in args.policies.split(",") if p] if hasattr(args, "policies") else []
         if args.command == "record":
-            data = record(case_from_dict(read_yaml(args.case, "Slurm case"), str(args.case)), args.out, args.keep)
+            steer = (args.steer, args.steer_field, args.steer_period, args.steer_scale) if args.steer else None
+            data = record(case_from_dict(read_yaml(args.case, "Slurm case"), str(args.case)), args.out, args.keep,
+                          steer=steer)
             print(f"wrote {args.out}")
             print_comparison(data, policies)
         elif args.command == "reread":

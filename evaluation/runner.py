@@ -114,7 +114,7 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
     else:
         world = scenario(spec.workload, spec.cluster, spec.seed, spec.load, spec.window, spec.dynamics)
         config = _config(spec)
-        policy = TimedPolicy(_policy(spec.policy, config, spec))
+        policy = TimedPolicy(make_policy(spec.policy, config, spec))
         cluster = config.apply(world.cluster) if config is not None else world.cluster
         log = simulate(cluster, world.workload, policy, world.runtime, world.dynamics)
         latencies = policy.latencies_s
@@ -153,7 +153,7 @@ def _config(spec: RunSpec) -> PolicyConfig | None:
     return load_policy_config(spec.policy_config)
 
 
-def _policy(name: str, config: PolicyConfig | None = None, spec: RunSpec | None = None) -> Policy:
+def make_policy(name: str, config: PolicyConfig | None = None, spec: RunSpec | None = None) -> Policy:
     """A heuristic by name (with ``config``'s parameters), a planner (its futures drawn from ``spec``'s training
     streams), or a trained model by the path of its ``model.zip``."""
     if is_model_name(name):
@@ -241,7 +241,7 @@ def check(spec: RunSpec, policy: bool = True, world: bool = True) -> None:
         elif peer:
             make(spec.policy)
         else:
-            _policy(spec.policy, _config(spec), spec)
+            make_policy(spec.policy, _config(spec), spec)
 
 
 @lru_cache(maxsize=4)

@@ -32,13 +32,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field
 
+from baselines.ranking import rank_jobs
 from baselines.registry import make
-from baselines.slurm import SLURM_PREFIX, SlurmParams, slurm_policy, slurm_policy_params
+from baselines.slurm import SLURM_PREFIX, SlurmParams, Steering, slurm_policy, slurm_policy_params
 from envs.core.cluster import MAX_GPUS, ClusterSpec
 from envs.core.dynamics import DynamicsConfig
 from envs.core.errors import ConfigError
@@ -99,6 +100,25 @@ class RecordedFile(FileModel):
     decay_s: Seconds = 0.0
 
 
+class SteeringWriteFile(FileModel):
+    """One write of a steering daemon in a record."""
+
+    t_s: Seconds  # when [s from slurmctld's start]
+    job: int  # the case's job id
+    value: int
+
+
+class CaseSteeringFile(FileModel):
+    """A record's steering daemon (``benchmarks/slurm_live.py record --steer``)."""
+
+    policy: str
+    field: Literal["SiteFactor", "Priority"] = "SiteFactor"
+    scale: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    period_s: Annotated[float, Field(gt=0, le=86_400)]
+    origin_s: Seconds  # its first tick [s from slurmctld's start]
+    writes: list[SteeringWriteFile] = Field(default_factory=list)
+
+
 class SlurmCaseFile(FileModel):
     """A Slurm case or record (``benchmarks/slurm_cases/*.yaml``, ``tests/data/slurm/*.yaml``)."""
 
@@ -109,6 +129,7 @@ class SlurmCaseFile(FileModel):
     slurm: dict[str, Any] | None = None  # checked by baselines.slurm
     jobs: Annotated[list[CaseJobFile], Field(min_length=1)]
     recorded: RecordedFile | None = None
+    steering: CaseSteeringFile | None = None
 RERUN = DynamicsConfig(restart_overhead_s=0.0)
 """No failures, and a requeued job reruns its batch script from the start with no restart overhead."""
 START_TOLERANCE_S = 3.0
@@ -133,6 +154,7 @@ class SlurmCase:
     description: str = ""
     epoch_s: float = 0.0  # a record's: the Unix time of its time 0 (slurmctld's start)
     decay_s: float = 0.0  # a record's: when the decay thread (priority/multifactor) started [s]
+    steering: CaseSteeringFile | None = None  # a record's steering daemon, if one ran
 
     @property
     def params(self) -> SlurmParams:
@@ -185,7 +207,7 @@ def case_from_dict(data: Any, where: str = "case") -> SlurmCase:
     recorded = file.recorded or RecordedFile()
     return SlurmCase(file.name or where, tuple(data["jobs"]), node.gpus, node.cpus, node.ram_mib,
                      tuple(data.get("partitions") or ()), slurm, file.description or "", recorded.epoch_s,
-                     recorded.decay_s)
+                     recorded.decay_s, file.steering)
 
 
 def case_from_workload(workload: str, n_jobs: int, scale: float, seed: int, slurm: Mapping[str, Any],
@@ -305,11 +327,22 @@ def replay_starts(case: SlurmCase, policy_name: str) -> dict[int, float]:
     """Each job's (last) start [s] when the recorded stream is replayed under ``policy_name``, with the case's
     ``slurm`` section (and the record's clocks) as a slurm policy's parameters."""
     if policy_name.strip().lower().partition("/")[0] == SLURM_PREFIX:
-        policy = slurm_policy(policy_name, case.slurm, epoch_s=case.epoch_s, calc_origin_s=case.decay_s)
+        policy = slurm_policy(policy_name, case.slurm, epoch_s=case.epoch_s, calc_origin_s=case.decay_s,
+                              steering=twin_steering(case))
     else:  # the other presets take nothing from the section
         policy = make(policy_name)
     log = simulate(case_cluster(case), record_workload(case), policy, RuntimeConfig.rigid(), RERUN)
     return {r.job.job_id: r.finish_time_s - r.job.runtime_s for r in log.records}
+
+
+def twin_steering(case: SlurmCase) -> Steering | None:
+    """The simulated twin of a record's steering daemon (its policy, field, scale, period and first tick), or None
+    when no daemon ran: the simulator ranks with the policy itself, it does not replay the recorded writes."""
+    if case.steering is None:
+        return None
+    ranker = make(case.steering.policy)
+    return Steering(lambda view: rank_jobs(ranker, view), case.steering.period_s, case.steering.origin_s,
+                    case.steering.scale, case.steering.field)
 
 
 def compare(record: Mapping[str, Any] | SlurmCase, policy_name: str) -> Comparison:

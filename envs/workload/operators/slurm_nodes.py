@@ -102,6 +102,31 @@ def read_scontrol_nodes(path: str | Path, gpu_types: Mapping[str, GPUType] | Non
     return inventory
 
 
+def read_sinfo_json(data: object, where: str, gpu_types: Mapping[str, GPUType] | None = None) -> NodeInventory:
+    """The GPU nodes of ``sinfo --json`` output already parsed from JSON (``where``: the source, for messages): per
+    entry of ``nodes``, ``name``, ``cpus``, ``real_memory`` [MiB], ``gres`` (read as ``Gres`` above) and
+    ``partitions``. JSON carries no line numbers: errors point at line 1 and name the node."""
+    inventory = new_inventory(where, gpu_types)
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(nodes, list):
+        raise TraceFormatError(where, 1, "expected sinfo --json output: an object with a nodes list")
+    for index, node in enumerate(nodes):
+        name = node.get("name") if isinstance(node, dict) else None
+        if not isinstance(name, str) or not name:
+            raise TraceFormatError(where, 1, f"nodes[{index}] has no name")
+        values = [node.get(key, 0) for key in ("cpus", "real_memory")]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            raise TraceFormatError(where, 1, f"node {show(name)}: cpus and real_memory must be whole numbers >= 0")
+        partitions = node.get("partitions") or []
+        gres = node.get("gres", "")
+        if not isinstance(gres, str) or not isinstance(partitions, list) or not all(
+                isinstance(p, str) for p in partitions):
+            raise TraceFormatError(where, 1, f"node {show(name)}: gres must be a string and partitions a list of "
+                                             "names")
+        _add_node(inventory, name, gres, 1, values[0], values[1], tuple(partitions), 1)
+    return inventory
+
+
 def _scontrol_records(lines: list[str], where: str, inventory: NodeInventory) -> list[dict[str, tuple[str, int]]]:
     """Each ``NodeName=`` record as {key: (value, line)}."""
     records: list[dict[str, tuple[str, int]]] = []
