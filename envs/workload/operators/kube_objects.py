@@ -1,10 +1,12 @@
-"""Pieces of Kubernetes objects that the pod and Kueue loaders (and the extender) read alike: RFC 3339 times, the
-GPUs a pod spec asks for, and the node pool it names."""
+"""Pieces of Kubernetes objects that the pod and Kueue loaders (and the extender) read alike: the objects of a
+``kubectl get -o json`` file, RFC 3339 times, the GPUs a pod spec asks for, and the node pool it names."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from envs.core.errors import TraceFormatError
@@ -13,6 +15,8 @@ from envs.workload.operators.kubectl_nodes import (
     MIG_RESOURCE_PREFIX,
     NODE_POOL_LABELS,
     json_object,
+    line_of,
+    read_json,
     whole_count,
 )
 from envs.workload.reader import show
@@ -20,6 +24,27 @@ from envs.workload.reader import show
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})")
 SEVERAL_MIG = "several"
 """The MIG mark of a pod asking for several MIG instances, or for MIG and whole GPUs (not modelled)."""
+
+
+def kubectl_items(path: str | Path, kind: str, expected: str) -> Iterator[tuple[dict[str, Any], str, int]]:
+    """(object, its ``metadata.name``, its line) for each object of a ``kubectl get ... -o json`` file: the items of
+    a List, or the file itself when it is one object of ``kind``. Not JSON, no items list (``expected`` says what
+    was expected instead) and an item without a name are :class:`TraceFormatError`."""
+    where = str(path)
+    text, starts, data = read_json(path)
+    items = data.get("items") if isinstance(data, dict) else None
+    if isinstance(data, dict) and data.get("kind") == kind:
+        items = [data]
+    if not isinstance(items, list):
+        raise TraceFormatError(where, 1, f"expected {expected}")
+    search_from = 0  # where the next object's name is looked for in the text
+    for number, item in enumerate(items):
+        metadata = item.get("metadata") if isinstance(item, dict) else None
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        if not isinstance(name, str) or not name:
+            raise TraceFormatError(where, 1, f"items[{number}] has no metadata.name")
+        line, search_from = line_of(text, name, search_from, starts)
+        yield item, name, line
 
 
 def rfc3339_s(value: Any, what: str, where: str, line: int) -> float:

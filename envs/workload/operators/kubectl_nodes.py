@@ -134,9 +134,18 @@ def load_kubectl_cluster(path: str | Path, gpu_types: Mapping[str, GPUType] | No
 
 def read_kubectl_nodes(path: str | Path, gpu_types: Mapping[str, GPUType] | None = None) -> NodeInventory:
     """The GPU nodes of a ``kubectl get nodes -o json`` file, and the nodes left out by reason."""
-    inventory = new_inventory(path, gpu_types)
-    where = inventory.source
     text, starts, data = read_json(path)
+    return kubectl_node_inventory(data, path, gpu_types, text, starts)
+
+
+def kubectl_node_inventory(data: Any, source: str | Path, gpu_types: Mapping[str, GPUType] | None = None,
+                           text: str = "", starts: list[int] | None = None) -> NodeInventory:
+    """The GPU nodes of parsed ``kubectl get nodes -o json`` data (a node List or one Node) from ``source``, and the
+    nodes left out by reason; ``text`` and ``starts`` (the JSON text and where its lines start, :func:`read_json`)
+    give errors their line, else errors point at line 1."""
+    inventory = new_inventory(source, gpu_types)
+    where = inventory.source
+    starts = starts if starts is not None else [0]
     inventory.last_line = max(len(starts) - 1, 1)
     if isinstance(data, dict) and data.get("kind") == "Node":
         items: Any = [data]
@@ -163,10 +172,7 @@ def _read_node(inventory: NodeInventory, item: Any, number: int, text: str, sear
         raise TraceFormatError(where, 1, f"items[{number}] has no metadata.name")
     line, search_from = line_of(text, name, search_from, starts)
     labels = json_object(metadata, "labels", f"node {name!r} metadata.labels", where, line)
-    status = json_object(item, "status", f"node {name!r} status", where, line)
-    capacity = json_object(status, "capacity", f"node {name!r} status.capacity", where, line)
-    allocatable = json_object(status, "allocatable", f"node {name!r} status.allocatable", where, line)
-    resources = {**capacity, **allocatable}
+    resources = node_resources(item, name, where, line)
     what = f"node {name!r}"
     devices = whole_count(resources.get(GPU_RESOURCE, 0), f"{what} {GPU_RESOURCE}", where, line)
     instances: dict[str, int] = {}
@@ -257,6 +263,15 @@ def _mixed_strategy(
     per_gpu = COMPUTE_SLICES if geometry is None else MEMORY_SLICES
     n_gpus = labelled if labelled is not None and labelled > full else full + -(-used // per_gpu)
     return n_gpus, geometry is not None and full == 0
+
+
+def node_resources(item: Any, name: str, where: str, line: int) -> dict[str, Any]:
+    """The resources of Node ``item`` (named ``name``): ``status.allocatable``, each falling back to
+    ``status.capacity`` when absent there (quantities as the API writes them)."""
+    status = json_object(item, "status", f"node {name!r} status", where, line)
+    capacity = json_object(status, "capacity", f"node {name!r} status.capacity", where, line)
+    allocatable = json_object(status, "allocatable", f"node {name!r} status.allocatable", where, line)
+    return {**capacity, **allocatable}
 
 
 def json_object(parent: Any, key: str, what: str, where: str, line: int) -> dict[str, Any]:

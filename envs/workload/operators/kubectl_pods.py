@@ -28,15 +28,13 @@ from typing import Any
 
 from envs.core.errors import TraceFormatError
 from envs.core.job import TraceOutcome
-from envs.workload.operators.kube_objects import SEVERAL_MIG, node_pool, pod_gpus, rfc3339_s
-from envs.workload.operators.kubectl_nodes import (
-    json_object,
-    line_of,
-    read_json,
-)
+from envs.workload.operators.kube_objects import SEVERAL_MIG, kubectl_items, node_pool, pod_gpus, rfc3339_s
+from envs.workload.operators.kubectl_nodes import json_object
 from envs.workload.reader import JobCollector, PendingJob, add_from_first_submit, check_comm_sensitivity, show
 from envs.workload.table import Workload
 
+PODS_EXPECTED = "the output of kubectl get pods -o json: an object with an items list of Pods"
+"""What a pods file must be, as its error says."""
 _PHASES = {"Succeeded": TraceOutcome.PASS, "Failed": TraceOutcome.FAILED}
 _UNFINISHED = ("Pending", "Running", "Unknown")
 
@@ -70,21 +68,9 @@ def load_kubectl_pods(path: str | Path, comm_sensitivity: float = 0.5) -> Worklo
     jobs."""
     comm = check_comm_sensitivity(comm_sensitivity)
     where = str(path)
-    text, starts, data = read_json(path)
-    items = data.get("items") if isinstance(data, dict) else None
-    if isinstance(data, dict) and data.get("kind") == "Pod":
-        items = [data]
-    if not isinstance(items, list):
-        raise TraceFormatError(where, 1, "expected the output of kubectl get pods -o json: an object with an items "
-                                         "list of Pods")
     groups: dict[str, _Group] = {}
-    search_from = 0
-    for number, item in enumerate(items):
-        metadata = item.get("metadata") if isinstance(item, dict) else None
-        name = metadata.get("name") if isinstance(metadata, dict) else None
-        if not isinstance(name, str) or not name:
-            raise TraceFormatError(where, 1, f"items[{number}] has no metadata.name")
-        line, search_from = line_of(text, name, search_from, starts)
+    for item, name, line in kubectl_items(path, "Pod", PODS_EXPECTED):
+        metadata = item["metadata"]
         pod = _read_pod(item, metadata, f"pod {name!r}", where, line)
         groups.setdefault(_owner(metadata, name, where, line), _Group()).pods.append(pod)
     collector = JobCollector(path)
