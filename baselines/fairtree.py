@@ -216,8 +216,10 @@ class FairTree:
         """The association ``job`` is charged to: its user (under its team's account)."""
         return job.user
 
-    def factors(self, view: View) -> dict[str, float]:
-        """The factor in (0, 1] of every user seen so far, at ``view.time_s``. Shared with the cache: do not modify."""
+    def factors(self, view: View, as_of_s: float | None = None) -> dict[str, float]:
+        """The factor in (0, 1] of every user seen so far, at ``view.time_s``; ``as_of_s`` [s]: a pass that fell due
+        then, computed late (nothing happened in between but arrivals), so that jobs submitted after it do not make
+        their users known. Shared with the cache: do not modify."""
         usage = self.usage.at(view)
         if self.usage.version == self._version:
             return self._factors
@@ -229,7 +231,7 @@ class FairTree:
         self._seen += len(new)
         jobs = [record.job for record in new]
         jobs += [running.job for running in view.running.values()]
-        jobs += view.pending.values()
+        jobs += [job for job in view.pending.values() if as_of_s is None or job.submit_time_s <= as_of_s]
         for job in jobs:
             self._user_accounts.setdefault(job.user, job.team)
         self._version = self.usage.version

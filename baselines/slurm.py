@@ -17,10 +17,11 @@ Checked against a live Slurm 22.05 on recorded streams (``tests/data/slurm/``, `
   each ``PriorityCalcPeriod`` (the decay thread's period); in between they stay as they were. A submission takes
   the fair-share factors of the last pass, and a user that pass did not know (a new association) gets 0 until the
   next one; at the pass, usage is exact to that instant (Slurm charges running jobs at each pass and a job's tail at
-  its end). The passes come every ``PriorityCalcPeriod`` from the decay thread's start (``calc_origin_s``). The
-  size factor is Slurm's: (nodes the job needs / nodes + its CPUs / the cluster's CPUs) / 2. Slurm also ranks the
-  ``root`` user of the ``root`` account, which has no jobs: that changes the factors' values (1/3 and 2/3 where
-  ours are 1/2 and 1 for two accounts), not their order.
+  its end). The passes come every ``PriorityCalcPeriod`` from the decay thread's start (``calc_origin_s``); a
+  pass that fell due while nothing was pending is computed at the next call as it was then: the jobs submitted
+  since do not make their users known to it. The size factor is Slurm's: (nodes the job needs / nodes + its CPUs
+  / the cluster's CPUs) / 2. Slurm also ranks the ``root`` user of the ``root`` account, which has no jobs: that
+  changes the factors' values (1/3 and 2/3 where ours are 1/2 and 1 for two accounts), not their order.
 
 **Steering** (the daemon of ``bridges/slurm_steer.py``, :class:`Steering`): at each of its ticks the daemon
 ranks the pending jobs with a policy (:func:`~baselines.ranking.rank_jobs`) and writes ``SiteFactor`` =
@@ -51,6 +52,10 @@ whole nodes for its window (``_add_reservation`` clears the nodes from backfill'
 planned on them then, even on GPUs the reserved job leaves free. Reservations are made anew every cycle (none is
 kept from one cycle to the next).
 
+**Jobs larger than a node** (``select/cons_tres`` with ``sbatch -N N --gres=gpu:G/N``, how the live harness
+submits them): N = ⌈G / the largest node's GPUs⌉ nodes with G/N free GPUs each, the first N such nodes in index
+order, the lowest free GPUs of each (:func:`whole_node_gang`); when G does not split evenly, the placement rule.
+
 **Time limits**: Slurm holds whole minutes (``--time``): a requested time is rounded up to the next minute
 (:func:`~baselines.slurm_backfill.time_limit_s`) wherever backfill plans with it.
 
@@ -80,6 +85,7 @@ from envs.core.errors import ConfigError
 from envs.core.job import Job
 from envs.core.schema import FileModel, validated
 from envs.placement import PLACEMENT_DOCS, get_placement_rule
+from envs.placement.feasibility import gather, usable_gpus_per_node
 from envs.sim.policy import WAIT, Action, Preempt, Start, Wait
 from envs.sim.resources import ResourceState
 from envs.sim.view import PlacementRule, View
@@ -214,6 +220,20 @@ def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: flo
                           steering)
 
 
+def whole_node_gang(rule: PlacementRule) -> PlacementRule:
+    """``rule``, except for a job larger than the cluster's largest node: N nodes with G/N free GPUs each, as
+    ``sbatch -N N --gres=gpu:G/N`` asks (module docstring); None while fewer than N nodes have them."""
+    def place(view: View, job: Job) -> np.ndarray | None:
+        biggest = int(view.cluster.node_n_gpus.max())
+        n_nodes = math.ceil(job.n_gpus / biggest)
+        if job.is_fractional or n_nodes == 1 or job.n_gpus % n_nodes:
+            return rule(view, job)
+        per_node = job.n_gpus // n_nodes
+        nodes = np.flatnonzero(usable_gpus_per_node(view, job) >= per_node)[:n_nodes]
+        return gather(view, nodes, np.full(n_nodes, per_node)) if len(nodes) == n_nodes else None
+    return place
+
+
 class SlurmScheduler:
     """slurmctld's main scheduler, sched/backfill and preempt/qos (module docstring). ``epoch_s``: the Unix time of
     simulated time 0, for what Slurm aligns to the wall clock (:mod:`baselines.slurm_backfill`); ``calc_origin_s``:
@@ -224,6 +244,7 @@ class SlurmScheduler:
                  calc_origin_s: float = 0.0, steering: Steering | None = None) -> None:
         self.name, self.params, self.conf, self.rule, self.epoch_s = name, params, params.conf, rule, float(epoch_s)
         self.calc_origin_s = float(calc_origin_s)
+        self.rule = whole_node_gang(rule)
         self.steering = steering
         self.fair_tree = FairTree(params.accounts, half_life_s=self.conf.half_life_s or math.inf,
                                   where="slurm: Accounts")
@@ -328,10 +349,11 @@ class SlurmScheduler:
         pending = [j for j in view.pending.values() if self._held.get(j.job_id, now) <= now]
         if self.conf.multifactor:
             if now >= self._next_calc_s:  # the decay thread's pass: usage, fair-share factors, pending priorities
-                self._factors = dict(self.fair_tree.factors(view))
+                period = self.conf.calc_period_s
+                due_s = self.calc_origin_s + math.floor((now - self.calc_origin_s) / period) * period
+                self._factors = dict(self.fair_tree.factors(view, as_of_s=due_s))  # late: as the pass saw it
                 for job in pending:
                     self._set_priority(job.job_id, self._multifactor(view, job, self._factors))
-                period = self.conf.calc_period_s
                 self._next_calc_s = self.calc_origin_s + (math.floor((now - self.calc_origin_s) / period) + 1) * period
             for job in pending:  # priority at submission, with the factors of the last pass
                 if job.job_id not in self._base:

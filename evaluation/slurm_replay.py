@@ -5,7 +5,8 @@ A **case** (YAML) holds::
 
     name: fifo-backfill
     description: one line
-    node: {gpus: 8, cpus: 16, ram_mib: 16000}     # the one node (slurmd) and what it offers
+    node: {gpus: 8, cpus: 16, ram_mib: 16000}     # each node (slurmd) and what it offers; count: 2..4 nodes
+                                                 # (default 1), all alike
     partitions:                                  # optional; default one partition "main" holding the node
       - {name: short, priority_tier: 2, max_time_min: 2, default: true}
       - {name: long}
@@ -13,6 +14,7 @@ A **case** (YAML) holds::
                                                  # QOS and Accounts included (they need slurmdbd when live)
     jobs:                                        # submit offset [s], GPUs, --time [min], sleep [s], and optional
       - {id: 1, submit_s: 0, gpus: 4, time_min: 2, run_s: 50, partition: short, account: a, qos: high}
+      - {id: 2, submit_s: 3, gpus: 16, nodes: 2, time_min: 2, run_s: 40}   # sbatch -N 2 --gres=gpu:8
 
 A **record** is the case plus, per job, what Slurm did (``slurm_id``, ``submit_s``, ``start_s``, ``end_s`` in whole
 seconds from slurmctld's start, ``state``, ``earlier_runs`` of a requeued job) and ``recorded`` (Slurm's version, the
@@ -20,10 +22,11 @@ date, the slurm.conf and gres.conf it ran, and ``sacct --parsable2`` output when
 
 Replaying a record (:func:`replay_starts`): the recorded submits, runtimes = recorded end − start of the last run
 (Slurm's own start overhead included), requested times = ``time_min`` × 60 s, user ``root@ACCOUNT`` (a Slurm
-association is a user under an account) and team = the account, on a one-node cluster of the case's GPUs (rigid
-runtime model: no speed or topology factors), under a policy made with the case's ``slurm`` section (a ``slurm``
-policy also gets the record's ``epoch_s`` and ``decay_s``). With accounting, partitions bill GPUs only
-(``TRESBillingWeights=GRES/gpu=1``), so Slurm's fair-share usage is GPU-seconds, as ours is.
+association is a user under an account) and team = the account, on a cluster of the case's nodes (rigid runtime
+model: no speed or topology factors), under a policy made with the case's ``slurm`` section (a ``slurm`` policy
+also gets the record's ``epoch_s`` and ``decay_s``). A job of ``nodes: N`` asks ``sbatch -N N --gres=gpu:G/N``: G/N
+GPUs on each of N nodes, as the ``slurm`` policy places a job too large for one node. With accounting, partitions
+bill GPUs only (``TRESBillingWeights=GRES/gpu=1``), so Slurm's fair-share usage is GPU-seconds, as ours is.
 """
 
 from __future__ import annotations
@@ -55,9 +58,14 @@ Seconds = Annotated[float, Field(ge=0, le=MAX_TIME_S, description="[s]")]
 Positive = Annotated[int, Field(ge=1)]
 
 
-class CaseNodeFile(FileModel):
-    """A case's one node."""
+MAX_CASE_NODES = 4
+"""The most slurmd a live case runs on one machine."""
 
+
+class CaseNodeFile(FileModel):
+    """A case's node (each of ``count`` alike)."""
+
+    count: Annotated[int, Field(ge=1, le=MAX_CASE_NODES)] = 1
     gpus: Annotated[int, Field(ge=1, le=MAX_GPUS)] = 8
     cpus: Positive = 16
     ram_mib: Positive = 16000
@@ -79,6 +87,7 @@ class CaseJobFile(FileModel):
     id: Annotated[int, Field(ge=0)]
     submit_s: Seconds
     gpus: Positive
+    nodes: Annotated[int, Field(ge=1, le=MAX_CASE_NODES)] | None = None  # sbatch -N; GPUs split evenly
     time_min: Positive
     run_s: Annotated[float, Field(gt=0, le=MAX_TIME_S)]
     partition: str | None = None
@@ -142,7 +151,8 @@ NODE_NAME = "node"
 
 @dataclass(frozen=True)
 class SlurmCase:
-    """A job stream for a one-node Slurm (module docstring); ``jobs`` are the case's (or record's) job mappings."""
+    """A job stream for a Slurm of ``node_count`` alike nodes (module docstring); ``jobs`` are the case's (or
+    record's) job mappings."""
 
     name: str
     jobs: tuple[Mapping[str, Any], ...]
@@ -155,6 +165,7 @@ class SlurmCase:
     epoch_s: float = 0.0  # a record's: the Unix time of its time 0 (slurmctld's start)
     decay_s: float = 0.0  # a record's: when the decay thread (priority/multifactor) started [s]
     steering: CaseSteeringFile | None = None  # a record's steering daemon, if one ran
+    node_count: int = 1
 
     @property
     def params(self) -> SlurmParams:
@@ -184,7 +195,8 @@ class SlurmCase:
         data: dict[str, Any] = {"name": self.name}
         if self.description:
             data["description"] = self.description
-        data["node"] = {"gpus": self.node_gpus, "cpus": self.node_cpus, "ram_mib": self.node_ram_mib}
+        data["node"] = {**({"count": self.node_count} if self.node_count > 1 else {}), "gpus": self.node_gpus,
+                        "cpus": self.node_cpus, "ram_mib": self.node_ram_mib}
         if self.partitions:
             data["partitions"] = [dict(p) for p in self.partitions]
         data["slurm"] = dict(self.slurm)
@@ -200,14 +212,16 @@ def case_from_dict(data: Any, where: str = "case") -> SlurmCase:
     slurm = dict(file.slurm or {})
     slurm_policy_params(slurm, f"{where}: slurm")  # checks the section
     for i, job in enumerate(file.jobs):
-        if job.gpus > node.gpus:
-            raise ConfigError(f"{where}: jobs[{i}]: gpus must be 1..{node.gpus}, got {job.gpus!r}")
+        nodes = job.nodes or 1
+        if nodes > node.count or job.gpus % nodes or job.gpus // nodes > node.gpus:
+            raise ConfigError(f"{where}: jobs[{i}]: {job.gpus} GPUs on {nodes} node(s) do not split evenly over at "
+                              f"most {node.count} node(s) of {node.gpus} GPUs")
         if not job.run_s < 60 * job.time_min:
             raise ConfigError(f"{where}: jobs[{i}]: run_s must be > 0 and below time_min minutes")
     recorded = file.recorded or RecordedFile()
     return SlurmCase(file.name or where, tuple(data["jobs"]), node.gpus, node.cpus, node.ram_mib,
                      tuple(data.get("partitions") or ()), slurm, file.description or "", recorded.epoch_s,
-                     recorded.decay_s, file.steering)
+                     recorded.decay_s, file.steering, node.count)
 
 
 def case_from_workload(workload: str, n_jobs: int, scale: float, seed: int, slurm: Mapping[str, Any],
@@ -232,27 +246,41 @@ def case_from_workload(workload: str, n_jobs: int, scale: float, seed: int, slur
                      description=f"first {n_jobs} jobs of {workload} (seed {seed}), times x {scale}")
 
 
+def node_names(case: SlurmCase, host: str) -> list[str]:
+    """The slurmd node names of a live run: the host itself for one node, ``g1``..``gN`` for several."""
+    return [host] if case.node_count == 1 else [f"g{i}" for i in range(1, case.node_count + 1)]
+
+
+FIRST_SLURMD_PORT = 17001
+"""The port of a multi-node case's first slurmd (the next ones follow)."""
+
+
 def slurm_conf_text(case: SlurmCase, host: str, folder: Path) -> str:
-    """The slurm.conf of a live run of ``case`` on ``host``, state and logs under ``folder``."""
+    """The slurm.conf of a live run of ``case`` on ``host``, state and logs under ``folder``. Several nodes are as
+    many slurmd on ``host``, each with its name, port, spool, log and pid file (``slurmd -N NAME``)."""
     conf = case.params.conf
+    suffix = "" if case.node_count == 1 else "-%n"
     accounting = (["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
                    "AccountingStorageEnforce=associations,limits,qos", "AccountingStorageTRES=gres/gpu"]
                   if case.needs_accounting else ["AccountingStorageType=accounting_storage/none"])
     lines = [
         "# written by benchmarks/slurm_live.py for case " + case.name,
         "ClusterName=gpusched", f"SlurmctldHost={host}", "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
-        f"StateSaveLocation={folder}/state", f"SlurmdSpoolDir={folder}/spool",
-        f"SlurmctldPidFile={folder}/slurmctld.pid", f"SlurmdPidFile={folder}/slurmd.pid",
-        f"SlurmctldLogFile={folder}/slurmctld.log", f"SlurmdLogFile={folder}/slurmd.log",
+        f"StateSaveLocation={folder}/state", f"SlurmdSpoolDir={folder}/spool{suffix}",
+        f"SlurmctldPidFile={folder}/slurmctld.pid", f"SlurmdPidFile={folder}/slurmd{suffix}.pid",
+        f"SlurmctldLogFile={folder}/slurmctld.log", f"SlurmdLogFile={folder}/slurmd{suffix}.log",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SwitchType=switch/none", "MpiDefault=none",
         "ReturnToService=2", "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core_Memory", "GresTypes=gpu",
         "JobCompType=jobcomp/filetxt", f"JobCompLoc={folder}/jobcomp.txt", "JobAcctGatherType=jobacct_gather/none",
         "SlurmdParameters=config_overrides", "JobRequeue=1", *accounting, *conf.lines(),
-        f"NodeName={host} CPUs={case.node_cpus} RealMemory={case.node_ram_mib} Gres=gpu:{case.node_gpus} "
-        "State=UNKNOWN",
     ]
+    names = node_names(case, host)
+    for i, name in enumerate(names):
+        where = "" if len(names) == 1 else f" NodeHostname={host} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT + i}"
+        lines.append(f"NodeName={name}{where} CPUs={case.node_cpus} RealMemory={case.node_ram_mib} "
+                     f"Gres=gpu:{case.node_gpus} State=UNKNOWN")
     for part in case.partitions or ({"name": "main", "default": True},):
-        line = f"PartitionName={part['name']} Nodes={host} State=UP"
+        line = f"PartitionName={part['name']} Nodes={','.join(names)} State=UP"
         line += f" PriorityTier={part['priority_tier']}" if "priority_tier" in part else ""
         line += f" MaxTime={part['max_time_min']}" if "max_time_min" in part else " MaxTime=INFINITE"
         line += f" AllowAccounts={','.join(part['allow_accounts'])}" if "allow_accounts" in part else ""
@@ -263,9 +291,9 @@ def slurm_conf_text(case: SlurmCase, host: str, folder: Path) -> str:
 
 
 def case_cluster(case: SlurmCase) -> ClusterSpec:
-    """The case's node as a one-node cluster (GPU speed 1), with its partitions."""
+    """The case's nodes as a cluster (GPU speed 1), with its partitions."""
     data: dict[str, Any] = {"name": f"slurm-{case.name}", "node_groups": [{
-        "name": NODE_NAME, "count": 1, "gpu_type": "A100-80GB", "gpus": case.node_gpus,
+        "name": NODE_NAME, "count": case.node_count, "gpu_type": "A100-80GB", "gpus": case.node_gpus,
         "cpus": case.node_cpus, "ram_gib": case.node_ram_mib / 1024}],
         "gpu_types": {"A100-80GB": {"memory_gib": 80, "speed": 1.0}}}
     if case.partitions:
@@ -316,11 +344,19 @@ class Comparison:
         return int((self.diffs <= tolerance_s).sum())
 
 
+SAME_INSTANT_S = 1e-6
+"""Starts closer than this are one instant [s]: the simulator's starts are rebuilt as end − runtime, which leaves
+rounding noise of about 1e-15 s between jobs started together."""
+
+
 def inversions(starts: Mapping[int, tuple[float, float]]) -> int:
-    """Pairs of jobs that Slurm started at different seconds in one order and the simulator in the other."""
+    """Pairs of jobs that Slurm started in one order and the simulator in the other (starts within
+    :data:`SAME_INSTANT_S` of each other are ties, not an order)."""
+    def order(a: float, b: float) -> int:
+        return 0 if abs(a - b) < SAME_INSTANT_S else (1 if a > b else -1)
     pairs = list(starts.values())
     return sum(1 for i, (a_real, a_sim) in enumerate(pairs) for b_real, b_sim in pairs[i + 1:]
-               if (a_real - b_real) * (a_sim - b_sim) < 0)
+               if order(a_real, b_real) * order(a_sim, b_sim) < 0)
 
 
 def replay_starts(case: SlurmCase, policy_name: str) -> dict[int, float]:
