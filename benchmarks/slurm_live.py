@@ -5,6 +5,7 @@ with our simulator's presets.
     python benchmarks/slurm_live.py compare RECORD.yaml [--policies fcfs,fcfs+easy,fcfs+conservative,slurm]
     python benchmarks/slurm_live.py stream --workload default --jobs 20 --scale 0.02 --seed 0 --out CASE.yaml
     python benchmarks/slurm_live.py record CASE.yaml --out RECORD.yaml --steer sjf [--steer-period 5]
+    python benchmarks/slurm_live.py sitefactor-check       # does a SiteFactor survive PriorityCalcPeriod? (4 min)
 
 ``record --steer POLICY`` runs the steering daemon (:mod:`bridges.slurm_steer`) in the loop: from just before the
 first submission until every job has ended it ranks the pending jobs with POLICY and writes their site factors
@@ -14,10 +15,11 @@ which ``compare`` builds the simulated twin: the ``slurm`` policy with the same 
 **Steering**). The daemon runs under the case's priority/multifactor; Slurm ignores the age weight without
 slurmdbd, so a steered case should have accounts.
 
-``record`` writes a ``slurm.conf`` (and ``gres.conf``) for the case's one-node cluster and its ``slurm:`` section
+``record`` writes a ``slurm.conf`` (and ``gres.conf``) for the case's nodes and its ``slurm:`` section
 (:mod:`baselines.slurm_conf`) into a fresh folder, starts ``munged`` (unless one runs), ``slurmctld`` and one
-``slurmd`` on localhost as root (and, for a case with ``accounts`` or ``qos``, MariaDB and ``slurmdbd``, with the
-accounts, users and QOS created by ``sacctmgr``), submits every job with ``sbatch --wrap "sleep S"`` at its submit
+``slurmd`` per node on localhost (``slurmd -N NAME``, each on its own port, for a case of several nodes) as root
+(and, for a case with ``accounts`` or ``qos``, MariaDB and ``slurmdbd``, with the accounts, users and QOS created
+by ``sacctmgr``), submits every job with ``sbatch --wrap "sleep S"`` at its submit
 offset, waits until every job has ended (``jobcomp/filetxt``), stops the daemons it started, and writes the record:
 the case, the conf files, Slurm's version, ``sacct --parsable2`` output when accounting ran (also written beside
 the record as ``NAME.sacct.txt``, a real sample for the sacct loader), and per job its Slurm
@@ -76,6 +78,7 @@ from evaluation.slurm_replay import (  # noqa: E402
     case_from_dict,
     case_from_workload,
     compare,
+    node_names,
     slurm_conf_text,
 )
 
@@ -118,12 +121,19 @@ def check_machine(case: SlurmCase) -> None:
                       + (" slurmdbd mariadb-server" if case.needs_accounting else "") + ")")
 
 
+def _alive(program: str) -> bool:
+    """Whether a process of that name runs (zombies, which an init that does not reap leaves, do not count)."""
+    states = subprocess.run(["ps", "-C", program, "-o", "stat="], capture_output=True, text=True).stdout.split()
+    return any(not state.startswith("Z") for state in states)
+
+
 class LiveSlurm:
     """The daemons of one recording, in a run folder; :meth:`stop` stops what :meth:`start` started."""
 
     def __init__(self, case: SlurmCase, folder: Path) -> None:
         self.case, self.folder = case, folder
         self.host = socket.gethostname().split(".")[0]
+        self.nodes = node_names(case, self.host)
         self.env = dict(os.environ, SLURM_CONF=str(folder / "slurm.conf"),
                         PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
         self.started: list[str] = []
@@ -145,7 +155,8 @@ class LiveSlurm:
                 os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))
         conf = slurm_conf_text(self.case, self.host, self.folder)
         (self.folder / "slurm.conf").write_text(conf)
-        (self.folder / "gres.conf").write_text(f"Name=gpu File={self.folder}/gpu[0-{GPU_DEVICES - 1}]\n")
+        (self.folder / "gres.conf").write_text(f"NodeName={','.join(self.nodes)} Name=gpu "
+                                               f"File={self.folder}/gpu[0-{GPU_DEVICES - 1}]\n")
         if self.case.needs_accounting:
             dbd = self.folder / "slurmdbd.conf"
             dbd.write_text(f"AuthType=auth/munge\nDbdHost=localhost\nSlurmUser=root\nStorageType="
@@ -164,9 +175,12 @@ class LiveSlurm:
             self._start_accounting()
         self.run(_which("slurmctld"), "-c", "-f", self.env["SLURM_CONF"])
         self.started.append("slurmctld")
-        self.run(_which("slurmd"), "-c", "-f", self.env["SLURM_CONF"])
+        for node in self.nodes:  # one slurmd per node, each under its own name (slurmd -N)
+            self.run(_which("slurmd"), "-c", "-f", self.env["SLURM_CONF"],
+                     *(("-N", node) if len(self.nodes) > 1 else ()))
         self.started.append("slurmd")
-        self._wait_for_node()
+        for node in self.nodes:
+            self._wait_for_node(node)
 
     def _start_accounting(self) -> None:
         if subprocess.run(["pgrep", "-x", "mariadbd"], capture_output=True).returncode != 0:
@@ -199,18 +213,18 @@ class LiveSlurm:
                      f"qos={qos_names}")
         self.run("scontrol", "reconfigure")
 
-    def _wait_for_node(self) -> None:
-        """Count-only GPUs: set the node's GRES and resume it once slurmd has registered."""
-        self._until(lambda: "State=" in self.run("scontrol", "show", "node", self.host, "--oneliner", check=False),
-                    30, "slurmd to register")
+    def _wait_for_node(self, node: str) -> None:
+        """Count-only GPUs: set the node's GRES and resume it once its slurmd has registered."""
+        self._until(lambda: "State=" in self.run("scontrol", "show", "node", node, "--oneliner", check=False),
+                    30, f"slurmd of {node} to register")
         gres = f"gpu:{self.case.node_gpus}"
-        self.run("scontrol", "update", f"nodename={self.host}", f"gres={gres}", check=False)
-        self.run("scontrol", "update", f"nodename={self.host}", "state=resume", check=False)
+        self.run("scontrol", "update", f"nodename={node}", f"gres={gres}", check=False)
+        self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
 
         def idle() -> bool:
-            line = self.run("scontrol", "show", "node", self.host, "--oneliner", check=False)
+            line = self.run("scontrol", "show", "node", node, "--oneliner", check=False)
             return "State=IDLE " in line and f"Gres={gres}" in line
-        self._until(idle, 30, f"node {self.host} to be idle with {gres}")
+        self._until(idle, 30, f"node {node} to be idle with {gres}")
 
     @staticmethod
     def _until(ready: Any, limit_s: float, what: str) -> None:
@@ -221,9 +235,11 @@ class LiveSlurm:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        """Stop what :meth:`start` started (last first)."""
+        """Stop what :meth:`start` started (last first), each gone before the next is stopped (a daemon still
+        shutting down would hold its port against the next recording)."""
         for daemon in reversed(self.started):
             subprocess.run(["pkill", "-x", daemon], check=False)
+            self._until(lambda d=daemon: not _alive(d), 60, f"{daemon} to exit")
         self.started.clear()
 
 
@@ -235,8 +251,10 @@ def submit_all(live: LiveSlurm, case: SlurmCase, log: Any) -> dict[int, int]:
         delay = t0 + job["submit_s"] - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        argv = ["sbatch", "--parsable", f"--job-name=g{job['id']}", f"--gres=gpu:{job['gpus']}", "-c", "1",
+        nodes = int(job.get("nodes") or 1)
+        argv = ["sbatch", "--parsable", f"--job-name=g{job['id']}", f"--gres=gpu:{job['gpus'] // nodes}", "-c", "1",
                 "--mem=100", f"--time={job['time_min']}", "-o", "/dev/null", "-e", "/dev/null"]
+        argv += [f"--nodes={nodes}"] if job.get("nodes") else []
         argv += [f"--partition={job['partition']}"] if job.get("partition") else []
         argv += [f"--account={job['account']}"] if job.get("account") else []
         argv += [f"--qos={job['qos']}"] if job.get("qos") else []
@@ -319,8 +337,7 @@ def record(case: SlurmCase, out: Path, keep: Path | None, log: Any = sys.stdout,
             if time.monotonic() > deadline:
                 raise RuntimeError("jobs still not ended after every time limit passed")
             time.sleep(POLL_S)
-        sacct = live.run("sacct", "--parsable2", "--duplicates", "-S", "now-1days", "--format",
-                         SACCT_FORMAT, check=False) if case.needs_accounting else ""
+        sacct = read_sacct(live, len(ids)) if case.needs_accounting else ""
     finally:
         if steering is not None:
             steering.stop()
@@ -339,6 +356,21 @@ def record(case: SlurmCase, out: Path, keep: Path | None, log: Any = sys.stdout,
     return result
 
 
+def read_sacct(live: LiveSlurm, n_jobs: int, limit_s: float = 30.0) -> str:
+    """``sacct --parsable2`` once slurmdbd holds every job's end (it learns of an end a moment after jobcomp)."""
+    text = ""
+
+    def complete() -> bool:
+        nonlocal text
+        text = live.run("sacct", "--parsable2", "--duplicates", "-S", "now-1days", "--format", SACCT_FORMAT,
+                        check=False)
+        rows = [line.split("|") for line in text.splitlines()[1:] if line]
+        jobs = [row for row in rows if row and "." not in row[0]]  # job lines, not steps
+        return len(jobs) >= n_jobs and not any(row[-1] in ("PENDING", "RUNNING") for row in jobs)
+    live._until(complete, limit_s, "sacct to hold every job's end")
+    return text
+
+
 def sacct_path(record_path: Path) -> Path:
     """Where ``record`` puts the sacct output of a record (beside it: ``NAME.sacct.txt``)."""
     return record_path.with_name(record_path.stem + ".sacct.txt")
@@ -355,6 +387,53 @@ def record_of_folder(case: SlurmCase, folder: Path, version: str, host: str, sac
         "command": " ".join(["python", "benchmarks/slurm_live.py", *sys.argv[1:]]),
         "slurm_conf": (folder / "slurm.conf").read_text(), "gres_conf": (folder / "gres.conf").read_text(),
         **({"sacct": sacct} if sacct else {})}}
+
+
+SITEFACTOR_CASE = {
+    "name": "sitefactor-check",
+    "description": "does a SiteFactor set by hand survive PriorityCalcPeriod under site_factor/none?",
+    "slurm": {"SchedulerType": "sched/backfill", "PriorityType": "priority/multifactor", "PriorityWeightAge": 1000,
+              "PriorityMaxAge": 10, "PriorityCalcPeriod": 1, "Accounts": {"a": {"Fairshare": 1}}},
+    "jobs": [{"id": 1, "submit_s": 0, "gpus": 8, "time_min": 5, "run_s": 240, "account": "a"}],
+}
+"""The site-factor check's slurm.conf (age weight 1000 over 10 minutes, recalculated every minute, with slurmdbd)."""
+
+
+def sitefactor_check(folder: Path, samples: int = 8, every_s: float = 25.0, log: Any = sys.stdout) -> list[str]:
+    """On a live Slurm: job 1 holds the node, jobs 2-4 wait; job 3 gets ``SiteFactor=5000`` and job 4
+    ``Priority=3000``; then ``sprio`` every ``every_s`` seconds. The lines of a table: t [s], then per waiting job
+    its priority / site factor / age factor."""
+    case = case_from_dict(SITEFACTOR_CASE, "sitefactor-check")
+    check_machine(case)
+    folder.mkdir(parents=True, exist_ok=True)
+    live = LiveSlurm(case, folder)
+    live.write_confs()
+    rows = ["| t [s] | job 2: priority / site / age | job 3: priority / site / age | job 4: priority / site / age |",
+            "|---:|---|---|---|"]
+    try:
+        live.start()
+        live.add_associations()
+
+        def submit(sleep_s: int) -> str:
+            return live.run("sbatch", "--parsable", "--account=a", "--gres=gpu:8", "-c", "1", "--mem=100",
+                            "--time=5", "-o", "/dev/null", "-e", "/dev/null", "--wrap", f"sleep {sleep_s}").strip()
+        submit(240)
+        time.sleep(2)
+        waiting = [submit(30) for _ in range(3)]
+        time.sleep(2)
+        live.run("scontrol", "update", f"JobId={waiting[1]}", "SiteFactor=5000")
+        live.run("scontrol", "update", f"JobId={waiting[2]}", "Priority=3000")
+        t0 = time.monotonic()
+        for _ in range(samples):
+            table = {int(w[0]): w[1:] for line in live.run("sprio", "-h", "-o", "%i %Y %S %A").splitlines()
+                     if len(w := line.split()) == 4}
+            rows.append(f"| {time.monotonic() - t0:.0f} | " + " | ".join(
+                " / ".join(table.get(int(j), ["-"] * 3)) for j in waiting) + " |")
+            print(rows[-1], file=log, flush=True)
+            time.sleep(every_s)
+    finally:
+        live.stop()
+    return rows
 
 
 def print_comparison(record_data: dict[str, Any], policies: Sequence[str], log: Any = sys.stdout) -> None:
@@ -389,6 +468,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     again.add_argument("folder", type=Path)
     again.add_argument("--out", type=Path, required=True)
     again.add_argument("--slurm-version", default="slurm-wlm 22.05.8")
+    check = sub.add_parser("sitefactor-check", help="does a hand-set SiteFactor survive PriorityCalcPeriod?")
+    check.add_argument("--keep", type=Path, help="run folder to keep; default a temporary one")
     gen = sub.add_parser("stream", help="a case from a workload")
     gen.add_argument("--workload", default="default")
     gen.add_argument("--jobs", type=int, default=20)
@@ -396,7 +477,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--slurm", type=Path, help="YAML of the slurm: section (default: Slurm's defaults)")
     gen.add_argument("--out", type=Path, required=True)
-    for p in (parser, rec, cmp_, again, gen):
+    for p in (parser, rec, cmp_, again, check, gen):
         p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -417,6 +498,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             data = record_of_folder(case, args.folder, args.slurm_version, socket.gethostname().split(".")[0])
             write_text_atomically(args.out, yaml.safe_dump(data, sort_keys=False, width=120))
             print(f"wrote {args.out}")
+        elif args.command == "sitefactor-check":
+            folder = args.keep or Path(tempfile.mkdtemp(prefix="slurm-sitefactor-"))
+            print("\n".join(sitefactor_check(folder)))
         elif args.command == "compare":
             print_comparison(read_yaml(args.record, "Slurm record"), policies)
         else:
