@@ -2,10 +2,11 @@
 ``bridges/`` and its simulated twin, :class:`~baselines.slurm.SlurmScheduler`'s ``steering``).
 
 - A policy with an order (every heuristic: ``sjf+easy``, a two-stage order, ``k8s:`` profiles) ranks by that order.
-- Any other policy (a trained model, the lookahead planner, ``slurm``) ranks by what it does: on a fork of the
-  run at this instant (the view's own future unknown: no arrivals, runtimes as requested), the jobs it starts one
-  after the other until it waits come first, in that order, then the rest in queue order (submit time, job id).
-  At most :data:`MAX_RANKED_STARTS` starts are asked for, so the loop ends.
+- Any other policy (a trained model, the lookahead planner, ``slurm``) ranks by what it does: reset, it runs on a
+  fork of the run at this instant whose future is unknown (no arrivals; every job runs for its requested time) until
+  every job pending now has started; the jobs rank in the order it started them, then any it never started in
+  queue order (submit time, job id). The fork is run for at most :data:`MAX_RANKING_ACTIONS` actions, and stops
+  when the clock no longer moves, so the loop ends.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from typing import Any
 
 from baselines.orders import Order
 from envs.sim.fork import Future
+from envs.sim.loop import apply_action
 from envs.sim.policy import Start
 from envs.sim.view import View
 
-MAX_RANKED_STARTS = 10_000
-"""The most starts a fork is asked for when ranking by what a policy does."""
+MAX_RANKING_ACTIONS = 100_000
+"""The most actions a fork is run for when ranking by what a policy does."""
 
 
 def rank_jobs(policy: Any, view: View) -> list[int]:
@@ -26,16 +28,21 @@ def rank_jobs(policy: Any, view: View) -> list[int]:
     order = policy if isinstance(policy, Order) else getattr(policy, "order", None)
     if isinstance(order, Order):
         return [job.job_id for job in order.rank(view)]
-    fork = view.fork(Future(arrivals=(), runtimes_s={j: job.runtime_estimate_s for j, job in view.pending.items()}))
-    first: list[int] = []
-    for _ in range(MAX_RANKED_STARTS):
-        action = policy.act(fork.view)
-        if not isinstance(action, Start):
+    runtimes = {j: job.runtime_estimate_s for j, job in view.pending.items()}
+    runtimes.update({j: run.job.runtime_estimate_s for j, run in view.running.items()})
+    fork = view.fork(Future(arrivals=(), runtimes_s=runtimes))
+    policy.reset()
+    waiting, first = set(view.pending), []
+    for _ in range(MAX_RANKING_ACTIONS):
+        if not waiting or fork.done:
             break
-        fork.start(action.job_id, action.gpus)
-        first.append(action.job_id)
-    chosen = set(first)
-    return first + [j for j in view.pending if j not in chosen]
+        action, before = policy.act(fork.view), fork.time_s
+        if isinstance(action, Start) and action.job_id in waiting:
+            waiting.discard(action.job_id)
+            first.append(action.job_id)
+        if not apply_action(fork, action) and fork.time_s == before:
+            break  # a wait that moves nothing: no job will start
+    return first + [j for j in view.pending if j in waiting]
 
 
 def site_factors(ranking: list[int], scale: int) -> dict[int, int]:

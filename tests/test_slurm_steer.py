@@ -233,3 +233,31 @@ def test_the_twin_starts_the_jobs_in_the_steered_order_computed_by_hand():
     assert result.max_diff_s == 0.0 and result.inversions == 0
     unsteered = compare({k: v for k, v in TWIN_CASE.items() if k != "steering"}, "slurm")
     assert {j: sim for j, (_, sim) in unsteered.starts.items()} == {1: 1.0, 2: 101.0, 3: 151.0}  # B before C
+
+
+class LatestFirst:
+    """A policy without an order: starts the pending job of the highest id when the cluster has room for it."""
+
+    name = "latest-first"
+
+    def reset(self) -> None:
+        self.resets = getattr(self, "resets", 0) + 1
+
+    def act(self, view):
+        from envs.sim.policy import WAIT, Start
+
+        if not view.pending:
+            return WAIT
+        job = view.pending[max(view.pending)]
+        free = view.gpu_free_milli.nonzero()[0]
+        return Start(job.job_id, free[:job.n_gpus].tolist()) if len(free) >= job.n_gpus else WAIT
+
+
+def test_a_policy_without_an_order_ranks_by_the_starts_it_makes_on_a_fork():
+    from baselines.ranking import rank_jobs
+
+    view = mirror(snapshot(squeue(), json.loads((LIVE / "sinfo.json").read_text())), NOW).view
+    policy = LatestFirst()
+    # the node is full until job 1's limit (293 s on); then 4 (its 2 minutes), 3, 2, one after the other
+    assert rank_jobs(policy, view) == [4, 3, 2]
+    assert policy.resets == 1 and view.time_s == 10.0 and list(view.pending) == [2, 3, 4]  # the mirror is untouched
