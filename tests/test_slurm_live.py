@@ -54,7 +54,8 @@ def test_a_stream_from_any_workload_has_whole_minute_limits():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda d: d["jobs"][0].update(gpus=9), "gpus must be 1..8"),
+    (lambda d: d["jobs"][0].update(gpus=9), r"9 GPUs on 1 node\(s\) do not split evenly over at most 1 node"),
+    (lambda d: d["jobs"][0].update(gpus=12, nodes=2), r"12 GPUs on 2 node\(s\) do not split evenly over at most 1"),
     (lambda d: d["jobs"][0].update(run_s=600), "run_s must be > 0 and below time_min"),
     (lambda d: d["jobs"][0].pop("time_min"), r"jobs\[0\]\.time_min: missing"),
     (lambda d: d.update(colour="red"), "colour"),
