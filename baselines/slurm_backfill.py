@@ -12,7 +12,8 @@ GPU.
 
 1. the usable nodes: its partition's nodes that are free in every slot overlapping [start_res, start_res + its
    requested time] (a slot beginning exactly at the job's end counts: ``begin_time <= end_time``). ``later_start``
-   is the end of the slot holding start_res when the next slot's nodes are not a superset of these;
+   is the end of the first slot ending after start_res whose next slot offers a partition node that this slot
+   (with those before it) does not: a later try could use more nodes;
 2. none usable, or the will-run test fails: try again from ``later_start`` (if any), else give up on the job;
 3. the will-run test on those nodes (running jobs only): the job fits now → start = now; else the running jobs
    on those nodes are taken away in batches, by end (start + requested time): the first batch is every job ending
@@ -72,19 +73,20 @@ class NodeSpace:
     def usable(self, base: np.ndarray, start_res: float, end_s: float) -> tuple[np.ndarray, float]:
         """(nodes of ``base`` free in every slot overlapping [start_res, end_s], later_start or 0); start_res is
         -inf on a job's first try (Slurm's 0: every slot up to end_s counts). ``later_start`` is the end of the
-        first such slot after which the usable nodes would change: the next slot's nodes are not a superset of
-        those left (the test runs on the slots up to the first one beginning after end_s, that one included)."""
-        live = np.flatnonzero(self.ends > start_res)  # a suffix of the slots
-        after = np.flatnonzero(self.begins[live] > end_s)
-        checked = live[: after[0] + 1] if after.size else live
-        covered = live[: after[0]] if after.size else live
-        avail = base & np.logical_and.reduce(self.nodes[covered], axis=0) if covered.size else base.copy()
-        checked = checked[checked + 1 < len(self.ends)]
-        if not checked.size:
-            return avail, 0.0
-        left = np.logical_and.accumulate(self.nodes[checked], axis=0) & base
-        shrinks = (left & ~(base & self.nodes[checked + 1])).any(axis=1)
-        return avail, float(self.ends[checked[np.argmax(shrinks)]]) if shrinks.any() else 0.0
+        first slot ending after start_res whose next slot offers a node of ``base`` that this slot, with those
+        before it, does not: trying again from there could use more nodes (``bit_super_set(next_bitmap,
+        current_bitmap)`` in ``_attempt_backfill``)."""
+        avail, later = base.copy(), 0.0
+        for j in range(len(self.ends)):  # ends: one pass over the slots
+            if not later and self.ends[j] > start_res and j + 1 < len(self.ends) and (
+                    base & self.nodes[j + 1] & ~(avail & self.nodes[j])).any():
+                later = float(self.ends[j])
+            if self.ends[j] <= start_res:
+                continue
+            if self.begins[j] > end_s:
+                break
+            avail &= self.nodes[j]
+        return avail, later
 
     def overlaps(self, nodes: np.ndarray, start_s: float, end_s: float) -> bool:
         """True when a slot within [start_s, end_s) lacks one of ``nodes`` (``_test_resv_overlap``)."""

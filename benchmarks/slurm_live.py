@@ -95,6 +95,9 @@ SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Submit,Start,End,Timelimit,ReqTRES,Alloc
                 "User,State")
 """The sacct columns a record keeps (what :mod:`envs.workload.operators.sacct` reads)."""
 
+MUNGE_SOCKET = "/run/munge/munge.socket.2"
+"""Where munged listens (Debian's default)."""
+
 POLL_S = 0.5
 """How often ``record`` checks for ended jobs [s]."""
 
@@ -171,6 +174,7 @@ class LiveSlurm:
             shutil.chown("/run/munge", "munge")
             subprocess.run(["runuser", "-u", "munge", "--", _which("munged")], check=True)
             self.started.append("munged")
+            self._until(Path(MUNGE_SOCKET).exists, 30, "munged to open its socket")  # else slurmd cannot register
         if self.case.needs_accounting:
             self._start_accounting()
         self.run(_which("slurmctld"), "-c", "-f", self.env["SLURM_CONF"])

@@ -11,7 +11,7 @@ from typing import Any
 
 from evaluation.slurm_replay import SlurmCase
 
-CASE_JOB_KEYS = ("id", "gpus", "time_min", "run_s", "partition", "account", "qos")
+CASE_JOB_KEYS = ("id", "gpus", "nodes", "time_min", "run_s", "partition", "account", "qos")
 """What a record keeps of each case job (its submit offset becomes Slurm's own submission time)."""
 
 
