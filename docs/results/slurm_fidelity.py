@@ -145,8 +145,14 @@ simulated start minus Slurm's, an inversion a pair of jobs started in opposite o
 - **No job starts at its submission**: the next scheduling pass, about a second later, starts it.
 - With accounting: Fair Tree factors and priorities are recomputed every `PriorityCalcPeriod` from the decay
   thread's start (a second after slurmctld's), and a job submitted in between takes the last pass's factors (0 for
-  an association that pass did not know). A job whose QOS may preempt does so at its submission; a requeued job
-  waits 121 s, and then for the next event or periodic main pass (every `sched_interval`), before it starts again.
+  an association that pass did not know; a pass that fell due while nothing was pending knows only the jobs of
+  its own time, found with `steer-default-24`). A job whose QOS may preempt does so at its submission; a requeued
+  job waits 121 s, and then for the next event or periodic main pass (every `sched_interval`), before it starts
+  again.
+- **On several nodes** (`multinode-gang`: three slurmd on one machine, `slurmd -N`): a job of `-N N --gres=gpu:G/N`
+  takes N nodes with G/N free GPUs each, and backfill tries a job again from the end of the first slot whose next
+  slot offers a node this one lacks (`bit_super_set(next_bitmap, current_bitmap)`), so a 3-node job behind a 2-node
+  reservation is reserved after it and holds back the jobs that would delay it.
 
 {_fill(f"The residual differences are Slurm's own latencies: the {len(gaps)} jobs that waited and then started "
         f"right after another job's end started {min(gaps):.2f} to {max(gaps):.2f} s (median "
