@@ -1,6 +1,6 @@
 """The documentation that follows the code is current: docs/env.md is what docs/make_env_md.py makes of the envs'
-docstrings and configs, docs/schemas/ what docs/make_schemas.py makes of the file models, and the README's
-policy-name grammar names every registered part."""
+docstrings and configs, docs/schemas/ what docs/make_schemas.py makes of the file models, the Slurm-steering page
+what its script makes of the live records, and the README's policy-name grammar names every registered part."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ def test_env_reference_is_generated_from_the_docstrings():
 def test_json_schemas_are_generated_from_the_models():
     done = subprocess.run([sys.executable, str(ROOT / "docs" / "make_schemas.py"), "--check"], cwd=ROOT,
                           capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_slurm_steering_page_is_what_the_records_give():
+    done = subprocess.run([sys.executable, str(ROOT / "docs" / "results" / "slurm_steering.py"), "--date",
+                           "2026-12-02", "--check"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
