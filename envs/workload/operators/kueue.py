@@ -33,36 +33,26 @@ from typing import Any
 
 from envs.core.errors import TraceFormatError
 from envs.core.job import TraceOutcome
-from envs.workload.operators.kube_objects import SEVERAL_MIG, node_pool, pod_gpus, rfc3339_s
-from envs.workload.operators.kubectl_nodes import json_object, line_of, read_json, whole_count
+from envs.workload.operators.kube_objects import SEVERAL_MIG, kubectl_items, node_pool, pod_gpus, rfc3339_s
+from envs.workload.operators.kubectl_nodes import json_object, whole_count
 from envs.workload.reader import JobCollector, PendingJob, add_from_first_submit, check_comm_sensitivity, show
 from envs.workload.table import Workload
 
 _OUTCOMES = {"Succeeded": TraceOutcome.PASS, "Failed": TraceOutcome.FAILED}
+WORKLOADS_EXPECTED = "the output of kubectl get workloads -o json: an object with an items list of Kueue Workloads"
+"""What a Workloads file must be, as its error says."""
 
 
 def load_kueue_workloads(path: str | Path, comm_sensitivity: float = 0.5) -> Workload:
     """Read Kueue Workloads (module docstring); ``comm_sensitivity`` in [0, 1] goes to multi-GPU jobs."""
     comm = check_comm_sensitivity(comm_sensitivity)
     where = str(path)
-    text, starts, data = read_json(path)
-    items = data.get("items") if isinstance(data, dict) else None
-    if isinstance(data, dict) and data.get("kind") == "Workload":
-        items = [data]
-    if not isinstance(items, list):
-        raise TraceFormatError(where, 1, "expected the output of kubectl get workloads -o json: an object with an "
-                                         "items list of Kueue Workloads")
     collector = JobCollector(path)
-    jobs, search_from = [], 0
-    for number, item in enumerate(items):
-        metadata = item.get("metadata") if isinstance(item, dict) else None
-        name = metadata.get("name") if isinstance(metadata, dict) else None
-        if not isinstance(name, str) or not name:
-            raise TraceFormatError(where, 1, f"items[{number}] has no metadata.name")
-        line, search_from = line_of(text, name, search_from, starts)
+    jobs = []
+    for number, (item, name, line) in enumerate(kubectl_items(path, "Workload", WORKLOADS_EXPECTED)):
         if item.get("kind", "Workload") != "Workload":
             raise TraceFormatError(where, line, f"items[{number}] is a {show(str(item.get('kind')))}, not a Workload")
-        job = _job(item, metadata, number + 1, f"workload {name!r}", where, line, collector)
+        job = _job(item, item["metadata"], number + 1, f"workload {name!r}", where, line, collector)
         if job is not None:
             jobs.append(job)
     add_from_first_submit(collector, jobs, comm)
