@@ -45,6 +45,9 @@ from envs.sim.view import View
 ROOT = "root"
 """The root account: the parent of top-level accounts (a reserved name)."""
 
+ROOT_USER = "root@root"
+"""The association of the user ``root`` in the account ``root`` (:class:`FairTree`'s ``root_user``)."""
+
 DEFAULT_SHARES = 1.0
 """Raw shares of an account or user not configured (Slurm's default ``Fairshare=1``)."""
 
@@ -189,13 +192,17 @@ class FairTree:
 
     Arguments: ``accounts`` — ``{name: {"shares": raw shares, "parent": account}}``, both keys optional (defaults
     1 and ``"root"``); ``users`` — raw shares per user (default 1); ``half_life_s`` — decay half-life of usage [s]
-    (Slurm PriorityDecayHalfLife, default 7 days; inf = no decay); ``where`` — what to name in config errors.
+    (Slurm PriorityDecayHalfLife, default 7 days; inf = no decay); ``where`` — what to name in config errors;
+    ``root_user`` — rank :data:`ROOT_USER` too, the user ``root`` of the account ``root`` that Slurm's database
+    always holds (it has no jobs, so it ranks first, and every other factor is that of Slurm: 1/3 and 2/3, not 1/2
+    and 1, for the users of two accounts).
     """
 
     def __init__(self, accounts: Mapping[str, Mapping[str, object]] | None = None,
                  users: Mapping[str, float] | None = None, half_life_s: float = DEFAULT_HALF_LIFE_S,
-                 where: str = "fairtree") -> None:
+                 where: str = "fairtree", root_user: bool = False) -> None:
         self.tree = AccountTree.from_config(accounts, users, where)
+        self.root_user = root_user
         self.usage = DecayedUsage(half_life_s, by="user")
         self.reset()
 
@@ -234,6 +241,8 @@ class FairTree:
         jobs += [job for job in view.pending.values() if as_of_s is None or job.submit_time_s <= as_of_s]
         for job in jobs:
             self._user_accounts.setdefault(job.user, job.team)
+        if self.root_user:
+            self._user_accounts.setdefault(ROOT_USER, ROOT)
         self._version = self.usage.version
         self._factors = fair_tree_factors(self.tree, self._user_accounts, usage)
         return self._factors

@@ -20,8 +20,9 @@ Checked against a live Slurm 22.05 on recorded streams (``tests/data/slurm/``, `
   its end). The passes come every ``PriorityCalcPeriod`` from the decay thread's start (``calc_origin_s``); a
   pass that fell due while nothing was pending is computed at the next call as it was then: the jobs submitted
   since do not make their users known to it. The size factor is Slurm's: (nodes the job needs / nodes + its CPUs
-  / the cluster's CPUs) / 2. Slurm also ranks the ``root`` user of the ``root`` account, which has no jobs: that
-  changes the factors' values (1/3 and 2/3 where ours are 1/2 and 1 for two accounts), not their order.
+  / the cluster's CPUs) / 2. Fair Tree also ranks the ``root`` user of the ``root`` account, which Slurm's
+  database always holds and which has no jobs: it ranks first, so the users of two accounts get 1/3 and 2/3, not
+  1/2 and 1; the values matter once a site factor is added to the priority.
 
 **Steering** (the daemon of ``bridges/slurm_steer.py``, :class:`Steering`): at each of its ticks the daemon
 ranks the pending jobs with a policy (:func:`~baselines.ranking.rank_jobs`) and writes ``SiteFactor`` =
@@ -247,7 +248,7 @@ class SlurmScheduler:
         self.rule = whole_node_gang(rule)
         self.steering = steering
         self.fair_tree = FairTree(params.accounts, half_life_s=self.conf.half_life_s or math.inf,
-                                  where="slurm: Accounts")
+                                  where="slurm: Accounts", root_user=True)
         self._max_qos = max([q.priority for q in params.qos.values()], default=0)
         self.reset()
 

@@ -128,8 +128,8 @@ def test_higher_priority_tiers_go_first():
 def test_multifactor_priority_by_hand():
     # w_age 1000, max age 10 min, w_fairshare 10000 over accounts x and y (one user u in each: associations u@x,
     # u@y); recalculated every minute (at 60, 120, ...). Job 1 (x) runs 1-121 on all 8 GPUs. Job 2 (x) and job 3
-    # (y) are submitted at 1 and 2; x has usage and y none, so y's factor is 1.0 and x's 0.5: job 3 starts at 121,
-    # before job 2 (181).
+    # (y) are submitted at 1 and 2; x has usage and y none, so y's user ranks above x's: job 3 starts at 121, before
+    # job 2 (181). Fair Tree also ranks root@root (Slurm's root user, no usage), which comes first.
     slurm = {**FAST, "PriorityType": "priority/multifactor", "PriorityWeightAge": 1000, "PriorityMaxAge": 10,
              "PriorityWeightFairshare": 10000, "PriorityCalcPeriod": 1,
              "Accounts": {"x": {"Fairshare": 1}, "y": {"Fairshare": 1}}}
@@ -139,9 +139,10 @@ def test_multifactor_priority_by_hand():
     policy = slurm_policy("slurm", slurm)
     simulate(node(), jobs, policy, RuntimeConfig.rigid())
     # Job 2's priority from the last recalculation before its start, at 180: age (180 - 1) / 600 x 1000 = 298.33;
-    # usage x 8 x 120 = 960 GPU-s, y 8 x 59 = 472: Level Fairshare x 0.5 / (960 / 1432) = 0.75, y 1.52, so x ranks
-    # second of two users: 0.5 x 10000. Priority int(298.33 + 5000) = 5298.
-    assert policy._priority[2] == 5298
+    # usage x 8 x 120 = 960 GPU-s, y 8 x 59 = 472; under root, x, y and the user root@root have 1 share each:
+    # Level Fairshare x (1/3) / (960 / 1432) = 0.50, y (1/3) / (472 / 1432) = 1.01, root@root infinite (no usage),
+    # so u@x ranks third of three users: 1/3 x 10000. Priority int(298.33 + 3333.33) = 3631.
+    assert policy._priority[2] == 3631
 
 
 def test_qos_preemption_requeues_and_holds_the_victims():
@@ -226,7 +227,7 @@ def test_a_submission_pass_takes_every_job_pending_by_then():
 def test_a_user_unknown_at_the_last_recalculation_gets_no_fair_share():
     # Passes at 5, 65, ... (calc_origin_s=5). Jobs 1 and 2 (user u@x) are submitted at 0 and first seen at 1: no
     # pass has run, so their fair-share factor is 0 and their priority int(0) -> 1 (Slurm's floor); the pass at 5
-    # gives u@x, the only user, rank 1 of 1: 10000 for job 2, still pending.
+    # ranks u@x (usage from 1) after root@root (Slurm's root user, no usage): 2nd of 2, 5000 for job 2, pending.
     slurm = {**FAST, "PriorityType": "priority/multifactor", "PriorityWeightFairshare": 10000,
              "PriorityCalcPeriod": 1}
     policy = slurm_policy("slurm", slurm, calc_origin_s=5.0)
@@ -246,7 +247,7 @@ def test_a_user_unknown_at_the_last_recalculation_gets_no_fair_share():
 
     simulate(node(), jobs, Spy(), RuntimeConfig.rigid(), RERUN)
     assert next(p for t, p in seen if t >= 1) == {1: 1, 2: 1}
-    assert next(p for t, p in seen if t >= 5)[2] == 10000
+    assert next(p for t, p in seen if t >= 5)[2] == 5000
 
 
 def test_time_limits_are_whole_minutes():
