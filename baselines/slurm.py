@@ -53,9 +53,11 @@ whole nodes for its window (``_add_reservation`` clears the nodes from backfill'
 planned on them then, even on GPUs the reserved job leaves free. Reservations are made anew every cycle (none is
 kept from one cycle to the next).
 
-**Jobs larger than a node** (``select/cons_tres`` with ``sbatch -N N --gres=gpu:G/N``, how the live harness
-submits them): N = ⌈G / the largest node's GPUs⌉ nodes with G/N free GPUs each, the first N such nodes in index
-order, the lowest free GPUs of each (:func:`whole_node_gang`); when G does not split evenly, the placement rule.
+**Nodes** (``select/cons_tres``; ``--gres=gpu:G`` counts per node): a job that fits one node runs on one node,
+never split (the placement rule's choice when it is one node, else it waits). A job larger than a node (``sbatch
+-N N --gres=gpu:G/N``, how the live harness submits it): N = ⌈G / the largest node's GPUs⌉ nodes with G/N free
+GPUs each, the first N such nodes in index order, the lowest free GPUs of each (:func:`whole_node_gang`); when G
+does not split evenly, the placement rule.
 
 **Time limits**: Slurm holds whole minutes (``--time``): a requested time is rounded up to the next minute
 (:func:`~baselines.slurm_backfill.time_limit_s`) wherever backfill plans with it.
@@ -222,12 +224,17 @@ def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: flo
 
 
 def whole_node_gang(rule: PlacementRule) -> PlacementRule:
-    """``rule``, except for a job larger than the cluster's largest node: N nodes with G/N free GPUs each, as
-    ``sbatch -N N --gres=gpu:G/N`` asks (module docstring); None while fewer than N nodes have them."""
+    """``rule`` on one node for a job that fits one (``--gres=gpu:G`` counts per node: such a job never spans
+    nodes; None while no node has room), and for a job larger than the cluster's largest node N nodes with G/N free
+    GPUs each, as ``sbatch -N N --gres=gpu:G/N`` asks (module docstring); None while fewer than N nodes have them."""
     def place(view: View, job: Job) -> np.ndarray | None:
-        biggest = int(view.cluster.node_n_gpus.max())
+        c = view.cluster
+        biggest = int(c.node_n_gpus.max())
         n_nodes = math.ceil(job.n_gpus / biggest)
-        if job.is_fractional or n_nodes == 1 or job.n_gpus % n_nodes:
+        if job.is_fractional or n_nodes == 1:
+            gpus = rule(view, job)
+            return None if gpus is not None and len(np.unique(c.gpu_node[np.asarray(gpus)])) > 1 else gpus
+        if job.n_gpus % n_nodes:
             return rule(view, job)
         per_node = job.n_gpus // n_nodes
         nodes = np.flatnonzero(usable_gpus_per_node(view, job) >= per_node)[:n_nodes]

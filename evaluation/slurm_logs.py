@@ -90,6 +90,7 @@ def read_run(case: SlurmCase, folder: Path) -> tuple[dict[str, float], list[dict
         jobs.append({**{k: v for k, v in job.items() if k in CASE_JOB_KEYS}, "slurm_id": slurm_id,
                      "submit_s": round(submits[0] - origin, 3), "start_s": round(starts[-1][1] - origin, 3),
                      "end_s": round(ends[-1] - origin, 3), "started_by": starts[-1][0], "state": last["JobState"],
+                     "node_list": last.get("NodeList", ""),
                      **({"earlier_runs": earlier} if earlier else {})})
     return marks, jobs
 

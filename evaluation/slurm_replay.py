@@ -47,6 +47,7 @@ from envs.core.cluster import MAX_GPUS, ClusterSpec
 from envs.core.dynamics import DynamicsConfig
 from envs.core.errors import ConfigError
 from envs.core.job import MAX_TIME_S, Job
+from envs.core.joblog import JobLog
 from envs.core.presets import cluster_from_dict
 from envs.core.runtime import RuntimeConfig
 from envs.core.schema import FileModel, validated
@@ -98,6 +99,7 @@ class CaseJobFile(FileModel):
     end_s: Any = None
     started_by: Any = None
     state: Any = None
+    node_list: Any = None
     earlier_runs: Any = None
 
 
@@ -359,16 +361,28 @@ def inversions(starts: Mapping[int, tuple[float, float]]) -> int:
                if order(a_real, b_real) * order(a_sim, b_sim) < 0)
 
 
-def replay_starts(case: SlurmCase, policy_name: str) -> dict[int, float]:
-    """Each job's (last) start [s] when the recorded stream is replayed under ``policy_name``, with the case's
-    ``slurm`` section (and the record's clocks) as a slurm policy's parameters."""
+def replay(case: SlurmCase, policy_name: str) -> JobLog:
+    """The job log of the recorded stream replayed under ``policy_name``, with the case's ``slurm`` section (and
+    the record's clocks and steering daemon) as a slurm policy's parameters."""
     if policy_name.strip().lower().partition("/")[0] == SLURM_PREFIX:
         policy = slurm_policy(policy_name, case.slurm, epoch_s=case.epoch_s, calc_origin_s=case.decay_s,
                               steering=twin_steering(case))
     else:  # the other presets take nothing from the section
         policy = make(policy_name)
-    log = simulate(case_cluster(case), record_workload(case), policy, RuntimeConfig.rigid(), RERUN)
-    return {r.job.job_id: r.finish_time_s - r.job.runtime_s for r in log.records}
+    return simulate(case_cluster(case), record_workload(case), policy, RuntimeConfig.rigid(), RERUN)
+
+
+def replay_starts(case: SlurmCase, policy_name: str) -> dict[int, float]:
+    """Each job's (last) start [s] when the recorded stream is replayed under ``policy_name`` (:func:`replay`)."""
+    return {r.job.job_id: r.finish_time_s - r.job.runtime_s for r in replay(case, policy_name).records}
+
+
+def replay_nodes(case: SlurmCase, policy_name: str) -> dict[int, list[str]]:
+    """Each job's nodes (of its last run) in the replay, named as the live run names them (:func:`node_names`)."""
+    names = node_names(case, "node")
+    cluster = case_cluster(case)
+    return {r.job.job_id: [names[int(n)] for n in np.unique(cluster.gpu_node[r.gpus.index])]
+            for r in replay(case, policy_name).records}
 
 
 def twin_steering(case: SlurmCase) -> Steering | None:

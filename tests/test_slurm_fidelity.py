@@ -14,7 +14,15 @@ from envs.core.job import TraceOutcome
 from envs.scenario import load_cluster
 from envs.sim.loop import simulate
 from envs.workload.loaders import load_trace
-from evaluation.slurm_replay import START_TOLERANCE_S, case_from_dict, compare, inversions, record_workload
+from envs.workload.operators.slurm_nodes import expand_hostlist
+from evaluation.slurm_replay import (
+    START_TOLERANCE_S,
+    case_from_dict,
+    compare,
+    inversions,
+    record_workload,
+    replay_nodes,
+)
 from tests.paths import ROOT
 
 RECORDS = sorted((ROOT / "tests" / "data" / "slurm").glob("*.yaml"))
@@ -33,6 +41,21 @@ def test_slurm_preset_reproduces_the_recorded_starts(path: Path):
     result = compare(record, "slurm")
     assert result.inversions == 0, result.starts
     assert result.max_diff_s <= START_TOLERANCE_S, result.starts
+
+
+MULTI_NODE = [p for p in RECORDS if (read_yaml(p, "Slurm record").get("node") or {}).get("count", 1) > 1]
+
+
+def test_the_multi_node_streams_are_recorded():
+    assert {p.stem for p in MULTI_NODE} >= {"multinode-gang", "multinode-fragmentation"}
+
+
+@pytest.mark.parametrize("path", MULTI_NODE, ids=[p.stem for p in MULTI_NODE])
+def test_slurm_preset_chooses_the_recorded_nodes(path: Path):
+    """On several slurmd, each job runs on the nodes Slurm gave it (jobcomp's NodeList, a hostlist)."""
+    case = case_from_dict(read_yaml(path, "Slurm record"), str(path))
+    chosen = replay_nodes(case, "slurm")
+    assert {j["id"]: expand_hostlist(j["node_list"], str(path), 1) for j in case.jobs} == chosen
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
