@@ -169,7 +169,7 @@ class LiveSlurm:
 
     def start(self) -> None:
         """Start munge (unless it runs), the database and slurmdbd (for accounting), slurmctld and slurmd."""
-        if subprocess.run(["pgrep", "-x", "munged"], capture_output=True).returncode != 0:
+        if not _alive("munged"):
             Path("/run/munge").mkdir(parents=True, exist_ok=True)
             shutil.chown("/run/munge", "munge")
             subprocess.run(["runuser", "-u", "munge", "--", _which("munged")], check=True)
@@ -187,7 +187,7 @@ class LiveSlurm:
             self._wait_for_node(node)
 
     def _start_accounting(self) -> None:
-        if subprocess.run(["pgrep", "-x", "mariadbd"], capture_output=True).returncode != 0:
+        if not _alive("mariadbd"):
             Path("/run/mysqld").mkdir(parents=True, exist_ok=True)
             shutil.chown("/run/mysqld", "mysql")
             subprocess.Popen(["mysqld_safe"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
