@@ -149,10 +149,12 @@ simulated start minus Slurm's, an inversion a pair of jobs started in opposite o
   its own time, found with `steer-default-24`). A job whose QOS may preempt does so at its submission; a requeued
   job waits 121 s, and then for the next event or periodic main pass (every `sched_interval`), before it starts
   again.
-- **On several nodes** (`multinode-gang`: three slurmd on one machine, `slurmd -N`): a job of `-N N --gres=gpu:G/N`
-  takes N nodes with G/N free GPUs each, and backfill tries a job again from the end of the first slot whose next
-  slot offers a node this one lacks (`bit_super_set(next_bitmap, current_bitmap)`), so a 3-node job behind a 2-node
-  reservation is reserved after it and holds back the jobs that would delay it.
+- **On several nodes** (`multinode-gang`, `multinode-fragmentation`: three slurmd on one machine, `slurmd -N`):
+  `--gres=gpu:G` counts per node, so a job that fits one node never spans nodes (it waits for one with room); a job
+  of `-N N --gres=gpu:G/N` takes N nodes with G/N free GPUs each; backfill tries a job again from the end of the
+  first slot whose next slot offers a node this one lacks (`bit_super_set(next_bitmap, current_bitmap)`), so a
+  3-node job behind a 2-node reservation is reserved after it and holds back the jobs that would delay it. Every
+  job runs on the nodes Slurm gave it (`tests/test_slurm_fidelity.py` checks jobcomp's `NodeList`).
 
 {_fill(f"The residual differences are Slurm's own latencies: the {len(gaps)} jobs that waited and then started "
         f"right after another job's end started {min(gaps):.2f} to {max(gaps):.2f} s (median "
