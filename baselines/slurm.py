@@ -223,6 +223,15 @@ def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: flo
                           steering)
 
 
+def still_free(view: View, job: Job, gpus: np.ndarray) -> bool:
+    """Whether ``gpus``, planned for ``job`` earlier in the instant, can still take it: whole GPUs entirely free, or
+    a fractional job's share and memory [MiB] free on its GPU."""
+    if job.is_fractional:
+        return bool(np.all((view.gpu_free_milli[gpus] >= job.gpu_milli)
+                           & (view.gpu_free_mem_mib[gpus] >= job.gpu_mem_mib)))
+    return bool(np.all(view.gpu_whole_free[gpus]))
+
+
 def whole_node_gang(rule: PlacementRule) -> PlacementRule:
     """``rule`` on one node for a job that fits one (``--gres=gpu:G`` counts per node: such a job never spans
     nodes; None while no node has room), and for a job larger than the cluster's largest node N nodes with G/N free
@@ -456,8 +465,7 @@ class SlurmScheduler:
         if self._planned_at == now:
             while self._planned:
                 job, gpus = self._planned.pop(0)
-                if job.job_id in view.pending and self.rule(view, job) is not None and bool(
-                        np.all(view.gpu_free_milli[gpus] >= job.gpu_milli)):
+                if job.job_id in view.pending and self.rule(view, job) is not None and still_free(view, job, gpus):
                     return Start(job.job_id, gpus)
             return None
         if now < self._next_backfill_s:

@@ -112,9 +112,14 @@ class NodeSpace:
 
 
 def _hold(c: ClusterSpec, job: Job, gpus: np.ndarray, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
-          sign: int) -> None:
-    """Give back (``sign`` +1) or take (-1) what ``job`` holds on ``gpus``, in place."""
+          mem: np.ndarray, sign: int) -> None:
+    """Give back (``sign`` +1) or take (-1) what ``job`` holds on ``gpus``, in place: its share of each GPU, its
+    GPU memory (a whole GPU's all, a fractional job's ``gpu_mem_mib``) [MiB], its CPU and RAM."""
     free[gpus] += sign * job.gpu_milli
+    if job.is_fractional:
+        mem[gpus] += sign * job.gpu_mem_mib
+    else:
+        mem[gpus] = c.gpu_memory_mib[gpus] if sign > 0 else 0
     add_node_holdings(c, job, c.gpu_node[gpus], cpu, ram, sign)
 
 
@@ -132,6 +137,7 @@ class Running:
         for k, gpus in enumerate(self.gpus):
             self.on_node[k, self.cluster.gpu_node[gpus]] = True
         self.free = view.gpu_free_milli.copy()
+        self.mem = view.gpu_free_mem_mib.copy()  # [MiB]: a job started in this cycle holds its share too
         self.cpu, self.ram = view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy()
         self._answers: dict[tuple, tuple[float, np.ndarray] | None] = {}  # (shape, nodes) -> will_run, until a start
 
@@ -144,17 +150,17 @@ class Running:
         row = np.zeros((1, self.cluster.n_nodes), dtype=bool)
         row[0, self.cluster.gpu_node[gpus]] = True
         self.on_node = np.insert(self.on_node, k, row, axis=0)
-        _hold(self.cluster, job, gpus, self.free, self.cpu, self.ram, -1)
+        _hold(self.cluster, job, gpus, self.free, self.cpu, self.ram, self.mem, -1)
         self._answers.clear()
 
     def _fits(self, job: Job, rule: PlacementRule, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
-              nodes: np.ndarray) -> np.ndarray | None:
+              mem: np.ndarray, nodes: np.ndarray) -> np.ndarray | None:
         c = self.cluster
         gpu_on = nodes[c.gpu_node]
         if not job.is_fractional and np.count_nonzero(gpu_on & (free == MILLI_PER_GPU)) < job.n_gpus:
             return None  # too few whole GPUs: the rule could not place it
         return rule(ResourceState(self.view, np.where(gpu_on, free, 0), np.where(nodes, cpu, 0),
-                                  np.where(nodes, ram, 0), self.view.time_s, self.view.gpu_free_mem_mib,
+                                  np.where(nodes, ram, 0), self.view.time_s, np.where(gpu_on, mem, 0),
                                   self.view.gpu_mig_used, dict(self.view.mig_slices)), job)
 
     def will_run(self, job: Job, nodes: np.ndarray, rule: PlacementRule) -> tuple[float, np.ndarray] | None:
@@ -170,8 +176,8 @@ class Running:
 
     def _will_run(self, job: Job, nodes: np.ndarray, rule: PlacementRule) -> tuple[float, np.ndarray] | None:
         now = self.view.time_s
-        free, cpu, ram = self.free.copy(), self.cpu.copy(), self.ram.copy()
-        gpus = self._fits(job, rule, free, cpu, ram, nodes)
+        free, cpu, ram, mem = self.free.copy(), self.cpu.copy(), self.ram.copy(), self.mem.copy()
+        gpus = self._fits(job, rule, free, cpu, ram, mem, nodes)
         if gpus is not None:
             return now, gpus
         runs = np.flatnonzero(self.on_node[:, nodes].any(axis=1)).tolist()  # those holding a usable node
@@ -182,14 +188,14 @@ class Running:
                 k = runs[i]
                 if barrier is None:
                     barrier = ends[k] + (window - (ends[k] + self.epoch_s) % window)
-                _hold(self.cluster, self.jobs[k], self.gpus[k], free, cpu, ram, +1)
+                _hold(self.cluster, self.jobs[k], self.gpus[k], free, cpu, ram, mem, +1)
                 last, i = k, i + 1
                 if i >= len(runs) or ends[runs[i]] > barrier + window:
                     break
             window *= 2
             while i < len(runs) and ends[runs[i]] > barrier + window:
                 window *= 2
-            gpus = self._fits(job, rule, free, cpu, ram, nodes)
+            gpus = self._fits(job, rule, free, cpu, ram, mem, nodes)
             if gpus is not None:
                 return (ends[last] if ends[last] > now else now + OVERDUE_START_S), gpus
         return None

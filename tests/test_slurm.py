@@ -266,3 +266,18 @@ def test_a_job_held_by_a_quota_blocks_nothing():
                                  "quotas": {"limits": {"teams": {"x": 2}}}})
     jobs = [job(1, 0, 2, 100, team="x"), job(2, 0, 2, 50, team="x"), job(3, 0, 4, 50, team="y")]
     assert starts(jobs, {"SchedulerType": "sched/builtin"}, cluster) == {1: 1, 3: 1, 2: 101}
+
+
+def test_backfill_counts_the_gpu_memory_of_jobs_it_starts_in_the_same_cycle():
+    # Three GPUs of 80 GiB. Job 1 holds GPU 0 (1-101, limit 2 min); job 2 (3 GPUs) waits for it and blocks the main
+    # scheduler. Jobs 3 and 4 ask for half a GPU and 48 GiB each: both fit GPU 1 by share, not by memory. The pass
+    # at 1 (which sees every job pending by then) starts job 1, and backfill jobs 3 and 4 in one cycle: job 3 on GPU
+    # 1, job 4 on GPU 2. A cycle that did not count job 3's memory planned job 4 on GPU 1 too, and the simulator
+    # refused that start (GPU_MEMORY: GPU 1 has 32,768 MiB free, the job needs 49,152).
+    half = {"gpu_milli": 500, "gpu_mem_gib": 48.0}
+    jobs = [job(1, 0, 1, 120, run=100), job(2, 0.5, 3, 60, run=10), job(3, 1, 1, 60, run=30, **half),
+            job(4, 1, 1, 60, run=30, **half)]
+    policy = slurm_policy("slurm", FAST)
+    log = simulate(node(3), jobs, policy, RuntimeConfig.rigid(), RERUN)
+    assert {r.job.job_id: (r.start_time_s, tuple(r.gpus)) for r in log.records if r.job.job_id in (3, 4)} == {
+        3: (1.0, (1,)), 4: (1.0, (2,))}
