@@ -465,7 +465,8 @@ class SlurmScheduler:
         if self._planned_at == now:
             while self._planned:
                 job, gpus = self._planned.pop(0)
-                if job.job_id in view.pending and self.rule(view, job) is not None and still_free(view, job, gpus):
+                if (job.job_id in view.pending and view.schedulable([job]) and self.rule(view, job) is not None
+                        and still_free(view, job, gpus)):  # a start before it may have used the quota it needs
                     return Start(job.job_id, gpus)
             return None
         if now < self._next_backfill_s:

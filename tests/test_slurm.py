@@ -281,3 +281,19 @@ def test_backfill_counts_the_gpu_memory_of_jobs_it_starts_in_the_same_cycle():
     log = simulate(node(3), jobs, policy, RuntimeConfig.rigid(), RERUN)
     assert {r.job.job_id: (r.start_time_s, tuple(r.gpus)) for r in log.records if r.job.job_id in (3, 4)} == {
         3: (1.0, (1,)), 4: (1.0, (2,))}
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_a_backfill_start_is_handed_out_only_while_the_quota_allows_it(seed):
+    # On tiny-governed (teams with hard GPU quotas), one backfill cycle may plan two jobs of one team; once the first
+    # has started, the second is over its team's quota and must wait (Slurm checks limits at each start). These
+    # seeds made the simulator refuse the second start (QUOTA) before; now every job completes, but those no quota
+    # could ever hold, rejected at submission.
+    from envs.scenario import scenario
+    from envs.workload.table import Workload
+
+    world = scenario("small", cluster="tiny-governed", seed=seed)
+    jobs = Workload.from_jobs("first-80", world.workload.jobs[:80])
+    log = simulate(world.cluster, jobs, slurm_policy("slurm", FAST), world.runtime)
+    assert len(log.records) == 80
+    assert all(r.state.name == "COMPLETED" or r.reject_reason is not None for r in log.records)
