@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -140,6 +141,7 @@ class Running:
         self.mem = view.gpu_free_mem_mib.copy()  # [MiB]: a job started in this cycle holds its share too
         self.cpu, self.ram = view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy()
         self._answers: dict[tuple, tuple[float, np.ndarray] | None] = {}  # (shape, nodes) -> will_run, until a start
+        self._batches: dict[bytes, tuple[list, Iterator]] = {}  # nodes -> holdings after each batch, until a start
 
     def start(self, job: Job, gpus: np.ndarray, end_s: float) -> None:
         """``job`` starts now on ``gpus`` and is expected to end at ``end_s``."""
@@ -152,6 +154,7 @@ class Running:
         self.on_node = np.insert(self.on_node, k, row, axis=0)
         _hold(self.cluster, job, gpus, self.free, self.cpu, self.ram, self.mem, -1)
         self._answers.clear()
+        self._batches.clear()
 
     def _release(self, batch: list[int], free: np.ndarray, cpu: np.ndarray, ram: np.ndarray, mem: np.ndarray) -> None:
         """Give back, in place, what the running jobs ``batch`` (indices) hold: their shares, GPU memory, CPU and RAM,
@@ -196,10 +199,31 @@ class Running:
 
     def _will_run(self, job: Job, nodes: np.ndarray, rule: PlacementRule) -> tuple[float, np.ndarray] | None:
         now = self.view.time_s
-        free, cpu, ram, mem = self.free.copy(), self.cpu.copy(), self.ram.copy(), self.mem.copy()
-        gpus = self._fits(job, rule, free, cpu, ram, mem, nodes)
+        gpus = self._fits(job, rule, self.free, self.cpu, self.ram, self.mem, nodes)
         if gpus is not None:
             return now, gpus
+        for last, free, cpu, ram, mem in self._released(nodes):
+            gpus = self._fits(job, rule, free, cpu, ram, mem, nodes)
+            if gpus is not None:
+                return (self.ends[last] if self.ends[last] > now else now + OVERDUE_START_S), gpus
+        return None
+
+    def _released(self, nodes: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """The holdings after each batch of running jobs on ``nodes`` is given back (module docstring, step 3): (the
+        batch's last job, free shares, CPU, RAM, memory). Computed once per set of nodes and shared by every job
+        tested on it until the next start (:meth:`start` forgets them)."""
+        key = nodes.tobytes()
+        if key not in self._batches:
+            self._batches[key] = ([], self._release_batches(nodes))
+        done, more = self._batches[key]
+        yield from done
+        for state in more:  # ends: the batches of a finite list of running jobs
+            done.append(state)
+            yield state
+
+    def _release_batches(self, nodes: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray,
+                                                                   np.ndarray]]:
+        free, cpu, ram, mem = self.free.copy(), self.cpu.copy(), self.ram.copy(), self.mem.copy()
         runs = np.flatnonzero(self.on_node[:, nodes].any(axis=1)).tolist()  # those holding a usable node
         ends, window, barrier, i = self.ends, WILL_RUN_WINDOW_S, None, 0
         while i < len(runs):
@@ -213,14 +237,10 @@ class Running:
                 if i >= len(runs) or ends[runs[i]] > barrier + window:
                     break
             self._release(batch, free, cpu, ram, mem)
-            last = batch[-1]
             window *= 2
             while i < len(runs) and ends[runs[i]] > barrier + window:
                 window *= 2
-            gpus = self._fits(job, rule, free, cpu, ram, mem, nodes)
-            if gpus is not None:
-                return (ends[last] if ends[last] > now else now + OVERDUE_START_S), gpus
-        return None
+            yield batch[-1], free.copy(), cpu.copy(), ram.copy(), mem.copy()
 
 
 def backfill_cycle(view: View, queue: list[Job], rule: PlacementRule, *, max_jobs: int, window_s: float,
