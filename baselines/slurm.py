@@ -82,6 +82,7 @@ from pydantic import Field
 
 from baselines.fairtree import FairTree
 from baselines.ranking import site_factors
+from baselines.shapes import shape_key_of
 from baselines.slurm_backfill import backfill_cycle
 from baselines.slurm_conf import SlurmConf, slurm_conf_from_dict
 from envs.core.errors import ConfigError
@@ -242,12 +243,16 @@ def whole_node_gang(rule: PlacementRule) -> PlacementRule:
         n_nodes = math.ceil(job.n_gpus / biggest)
         if job.is_fractional or n_nodes == 1:
             gpus = rule(view, job)
-            return None if gpus is not None and len(np.unique(c.gpu_node[np.asarray(gpus)])) > 1 else gpus
+            if gpus is None:
+                return None
+            gpus = np.asarray(gpus)  # nodes hold ascending runs of GPU indices: one node iff its ends agree
+            return gpus if c.gpu_node[gpus.min()] == c.gpu_node[gpus.max()] else None
         if job.n_gpus % n_nodes:
             return rule(view, job)
         per_node = job.n_gpus // n_nodes
         nodes = np.flatnonzero(usable_gpus_per_node(view, job) >= per_node)[:n_nodes]
         return gather(view, nodes, np.full(n_nodes, per_node)) if len(nodes) == n_nodes else None
+    place.shape_of = shape_key_of(rule)  # it reads no more of a job than the rule does: answers shared by shape
     return place
 
 
