@@ -105,3 +105,31 @@ def test_conservative_never_delays_an_earlier_reservation_with_fractional_jobs()
     started = {r.job.job_id: r.start_time_s for r in log.completed()}
     assert all(started[j] <= reserved for j, reserved in policy.reservations.items())
     assert policy.reservations[4] == 36 and started[4] == 36
+
+
+@pytest.mark.parametrize("scenario_name", ["none", "high"])
+def test_the_kept_end_order_is_a_fresh_sort_at_every_decision(scenario_name):
+    # expected_ends keeps its order from one state to the next (moving started, ended and restarted runs); at every
+    # decision of a run with preemptions (and, under "high", failures and restarts) it equals a sort from scratch.
+    from envs.core.dynamics import load_dynamics
+    from envs.scenario import scenario
+    from envs.sim.loop import apply_action
+    from envs.sim.profile import expected_ends
+    from envs.sim.simulator import Simulator
+
+    world = scenario("small", cluster="tiny", seed=2)
+    sim = Simulator(world.cluster, world.workload.jobs[:120], world.runtime, load_dynamics(scenario_name, seed=2))
+    policy = make("priority+easy/pack+preempt")
+    policy.reset()
+    checked = 0
+    for _ in range(20_000):  # ends: the run has finitely many decisions; the bound is a guard
+        if sim.done:
+            break
+        view = sim.view
+        if view.running and checked < 400:
+            fresh = sorted(view.running.values(), key=lambda r: (r.expected_end_s, r.start_time_s, r.job.job_id))
+            assert [r.job.job_id for r in expected_ends(view)] == [r.job.job_id for r in fresh]
+            assert all(a is b for a, b in zip(expected_ends(view), fresh, strict=True))
+            checked += 1
+        apply_action(sim, policy.act(view))
+    assert sim.done and checked > 100

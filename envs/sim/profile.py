@@ -39,15 +39,51 @@ Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """Free milli per GPU, free CPU per node, free RAM per node, free memory per GPU, MIG occupancy per GPU."""
 
 
+class _EndOrder:
+    """The running jobs' sort keys (expected end, start, job id) in order, for the last view asked, kept from one
+    state to the next: a start or an end moves a key in or out (bisection) instead of sorting every running job
+    again. The order is the same either way: the keys are distinct (the job id). A job that ended and started
+    again since (a preempted or failed job's new run) is a new run object, so it counts as moved."""
+
+    def __init__(self) -> None:
+        self.view: View | None = None
+        self.keys: list[tuple[float, float, int]] = []
+        self.runs: dict[int, object] = {}  # job id -> the run object its key was made from
+
+    def order(self, view: View) -> list[tuple[float, float, int]]:
+        """The keys of ``view``'s running jobs, sorted."""
+        running, runs = view.running, self.runs
+        if view is self.view:
+            gone = [j for j, r in runs.items() if running.get(j) is not r]
+            came = [j for j, r in running.items() if runs.get(j) is not r]
+            if len(gone) + len(came) <= max(MAX_MOVED_KEYS, len(running) // 8):
+                for job_id in gone:
+                    old = runs.pop(job_id)
+                    del self.keys[bisect.bisect_left(self.keys, (old.expected_end_s, old.start_time_s, job_id))]
+                for job_id in came:
+                    run = runs[job_id] = running[job_id]
+                    bisect.insort(self.keys, (run.expected_end_s, run.start_time_s, job_id))
+                return self.keys
+        self.view, self.runs = view, dict(running)
+        self.keys = sorted((r.expected_end_s, r.start_time_s, j) for j, r in running.items())
+        return self.keys
+
+
+MAX_MOVED_KEYS = 64
+"""Up to this many starts and ends (or an eighth of the running jobs) since the last state are moved one by one;
+more are sorted afresh."""
+
+_END_ORDER = _EndOrder()
+
+
 def expected_ends(view: View) -> np.ndarray:
     """The running jobs (:class:`~envs.sim.state.RunningJob`, an object array) in order of expected end, then start
-    time, then job id; memoized on the view per state of the holdings."""
+    time, then job id; memoized on the view per state of the holdings (:class:`_EndOrder` keeps the order from one
+    state to the next)."""
     def compute() -> np.ndarray:
-        runs = list(view.running.values())
-        order = np.lexsort((np.array([r.job.job_id for r in runs], dtype=np.int64),
-                            np.array([r.start_time_s for r in runs], dtype=np.float64),
-                            np.array([r.expected_end_s for r in runs], dtype=np.float64)))
-        return np.fromiter((runs[i] for i in order.tolist()), dtype=object, count=len(runs))
+        running = view.running
+        keys = _END_ORDER.order(view)
+        return np.fromiter((running[key[2]] for key in keys), dtype=object, count=len(keys))
     return view.memoized(("expected_ends",), compute)
 
 
