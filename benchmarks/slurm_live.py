@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import getpass
 import json
 import math
@@ -67,7 +68,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bridges.slurm_steer import Daemon, SlurmUnavailable, build_policy  # noqa: E402
+from bridges.slurm_steer import Daemon, build_policy, run_command  # noqa: E402
 from envs.core.cli import ArgumentParser, run_cli  # noqa: E402
 from envs.core.errors import ConfigError  # noqa: E402
 from envs.core.files import read_yaml, write_text_atomically  # noqa: E402
@@ -276,22 +277,10 @@ class SteerRun:
         self.log = live.folder / "steer.jsonl"
         self.log.unlink(missing_ok=True)
         self.daemon = Daemon(build_policy(policy, None, None), field, scale, period_s, timeout_s=10.0,
-                             max_updates=1000, runner=self._runner(live), log=self.log)
+                             max_updates=1000, runner=functools.partial(run_command, env=live.env),
+                             log=self.log)
         self.thread = threading.Thread(target=self.daemon.loop, daemon=True)
         self.started_s = math.nan
-
-    @staticmethod
-    def _runner(live: LiveSlurm) -> Any:
-        def run(argv: Sequence[str], timeout_s: float) -> str:
-            try:
-                done = subprocess.run(list(argv), env=live.env, capture_output=True, text=True, timeout=timeout_s,
-                                      check=False)
-            except subprocess.TimeoutExpired:
-                raise SlurmUnavailable(f"{' '.join(argv)} timed out after {timeout_s:g} s") from None
-            if done.returncode != 0:
-                raise SlurmUnavailable(f"{' '.join(argv)} failed: {' '.join(done.stderr.split())}")
-            return done.stdout
-        return run
 
     def start(self) -> None:
         """Start ticking now."""

@@ -98,10 +98,11 @@ Runner = Callable[[Sequence[str], float], str]
 """Runs a command with a timeout [s] and returns its standard output, or raises :class:`SlurmUnavailable`."""
 
 
-def run_command(argv: Sequence[str], timeout_s: float) -> str:
-    """The default :data:`Runner`: a subprocess (no shell), its standard output."""
+def run_command(argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None) -> str:
+    """The default :data:`Runner`: a subprocess (no shell; ``env``: its environment, default this one's), its
+    standard output."""
     try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
     except subprocess.TimeoutExpired:
         raise SlurmUnavailable(f"{' '.join(argv)} timed out after {timeout_s:g} s") from None
     except OSError as exc:
