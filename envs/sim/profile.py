@@ -22,7 +22,7 @@ taken from one is never refused.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from envs.core.cluster import MILLI_PER_GPU
 from envs.core.job import Job
 from envs.core.mig import ALL_SLICES
 from envs.sim.resources import ResourceState, add_node_holdings, held_memory_mib, mig_mask, node_holdings
+from envs.sim.state import RunningJob
 from envs.sim.view import PlacementRule, View
 
 OVERDUE_END_S = 1e-6
@@ -40,32 +41,30 @@ Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 class _EndOrder:
-    """The running jobs' sort keys (expected end, start, job id) in order, for the last view asked, kept from one
-    state to the next: a start or an end moves a key in or out (bisection) instead of sorting every running job
-    again. The order is the same either way: the keys are distinct (the job id). A job that ended and started
-    again since (a preempted or failed job's new run) is a new run object, so it counts as moved."""
+    """The running jobs' sort keys (expected end, start, job id) in order, kept on a view from one state to the next
+    (:meth:`~envs.sim.view.View.kept`): a start or an end moves a key in or out (bisection) instead of sorting every
+    running job again. The order is the same either way: the keys are distinct (the job id). A job that ended and
+    started again since (a preempted or failed job's new run) is a new run object, so it counts as moved."""
 
     def __init__(self) -> None:
-        self.view: View | None = None
         self.keys: list[tuple[float, float, int]] = []
         self.runs: dict[int, object] = {}  # job id -> the run object its key was made from
 
-    def order(self, view: View) -> list[tuple[float, float, int]]:
-        """The keys of ``view``'s running jobs, sorted."""
-        running, runs = view.running, self.runs
-        if view is self.view:
-            gone = [j for j, r in runs.items() if running.get(j) is not r]
-            came = [j for j, r in running.items() if runs.get(j) is not r]
-            if len(gone) + len(came) <= max(MAX_MOVED_KEYS, len(running) // 8):
-                for job_id in gone:
-                    old = runs.pop(job_id)
-                    del self.keys[bisect.bisect_left(self.keys, (old.expected_end_s, old.start_time_s, job_id))]
-                for job_id in came:
-                    run = runs[job_id] = running[job_id]
-                    bisect.insort(self.keys, (run.expected_end_s, run.start_time_s, job_id))
-                return self.keys
-        self.view, self.runs = view, dict(running)
-        self.keys = sorted((r.expected_end_s, r.start_time_s, j) for j, r in running.items())
+    def order(self, running: Mapping[int, RunningJob]) -> list[tuple[float, float, int]]:
+        """The keys of the ``running`` jobs, sorted."""
+        runs = self.runs
+        gone = [j for j, r in runs.items() if running.get(j) is not r]
+        came = [j for j, r in running.items() if runs.get(j) is not r]
+        if len(gone) + len(came) <= max(MAX_MOVED_KEYS, len(running) // 8):
+            for job_id in gone:
+                old = runs.pop(job_id)
+                del self.keys[bisect.bisect_left(self.keys, (old.expected_end_s, old.start_time_s, job_id))]
+            for job_id in came:
+                run = runs[job_id] = running[job_id]
+                bisect.insort(self.keys, (run.expected_end_s, run.start_time_s, job_id))
+        else:
+            self.runs = dict(running)
+            self.keys = sorted((r.expected_end_s, r.start_time_s, j) for j, r in running.items())
         return self.keys
 
 
@@ -73,16 +72,14 @@ MAX_MOVED_KEYS = 64
 """Up to this many starts and ends (or an eighth of the running jobs) since the last state are moved one by one;
 more are sorted afresh."""
 
-_END_ORDER = _EndOrder()
-
 
 def expected_ends(view: View) -> np.ndarray:
     """The running jobs (:class:`~envs.sim.state.RunningJob`, an object array) in order of expected end, then start
-    time, then job id; memoized on the view per state of the holdings (:class:`_EndOrder` keeps the order from one
+    time, then job id; memoized on the view per state of the holdings (the view keeps an :class:`_EndOrder` from one
     state to the next)."""
     def compute() -> np.ndarray:
         running = view.running
-        keys = _END_ORDER.order(view)
+        keys = view.kept(_EndOrder, _EndOrder).order(running)
         return np.fromiter((running[key[2]] for key in keys), dtype=object, count=len(keys))
     return view.memoized(("expected_ends",), compute)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -23,8 +24,8 @@ class View:
     Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
     """
 
-    __slots__ = ("_fork", "_memo", "_memo_version", "_quota", "_state", "cluster", "gpu_free_mem_mib", "gpu_free_milli",
-                 "gpu_mig_mode", "gpu_mig_used", "gpu_up", "gpu_whole_free", "history", "mig_slices",
+    __slots__ = ("_fork", "_kept", "_memo", "_memo_version", "_quota", "_state", "cluster", "gpu_free_mem_mib",
+                 "gpu_free_milli", "gpu_mig_mode", "gpu_mig_used", "gpu_up", "gpu_whole_free", "history", "mig_slices",
                  "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending", "running")
 
     def __init__(self, state: SimState, quota: QuotaLedger | None = None,
@@ -34,6 +35,7 @@ class View:
         self._quota = quota
         self._memo: dict[object, np.ndarray] = {}
         self._memo_version = -1
+        self._kept: dict[object, Any] = {}
         self.cluster: ClusterSpec = state.cluster
         self.pending: Mapping[int, Job] = MappingProxyType(state.pending)
         self.running: Mapping[int, RunningJob] = MappingProxyType(state.running)
@@ -143,6 +145,13 @@ class View:
     def attained_gpu_s(self, job: Job) -> float:
         """Attained service of ``job`` (Tiresias): its GPU share × the time it has held GPUs so far [GPU-seconds]."""
         return job.gpu_share * self.executed_s(job.job_id)
+
+    def kept(self, key: object, make: Callable[[], Any]) -> Any:
+        """An object kept for this view's whole run (made by ``make`` the first time), for derived data that is
+        updated from one state to the next rather than recomputed (unlike :meth:`memoized`)."""
+        if key not in self._kept:
+            self._kept[key] = make()
+        return self._kept[key]
 
     def memoized(self, key: object, compute: Callable[[], np.ndarray]) -> np.ndarray:
         """``compute()`` once per state of the holdings: placement rules share derived arrays through this.
