@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from baselines.lookahead import LOOKAHEAD_PREFIX
 from baselines.ranking import rank_jobs, site_factors
 from baselines.slurm import STEER_FIELDS
 from bridges.slurm_state import SlurmOutputError, mirror, snapshot
@@ -232,7 +233,8 @@ class Daemon:
                 backoff = self.period_s
                 wait = self.period_s - (self.clock() - start) % self.period_s
             except (SlurmUnavailable, SlurmOutputError) as exc:
-                self.warn(f"{exc}; retrying in {backoff:g} s")
+                last = cycles is not None and ran >= cycles
+                self.warn(f"{exc}; " + ("giving up (last tick)" if last else f"retrying in {backoff:g} s"))
                 wait, backoff = backoff, min(MAX_BACKOFF_S, 2 * backoff)
             if cycles is None or ran < cycles:
                 self.stop.wait(wait)
@@ -263,6 +265,9 @@ def build_policy(name: str, futures: str | None, config: str | None) -> Any:
     ``futures``: the workload a planner draws futures from; ``config``: a policy config file."""
     from baselines.config import load_policy_config
 
+    if name.strip().lower().startswith(LOOKAHEAD_PREFIX) and not futures:
+        raise ConfigError(f"policy {name!r}: a lookahead planner draws its futures from a workload: give --futures "
+                          "WORKLOAD (a preset, YAML or FORMAT:PATH like the one the cluster runs)")
     spec = RunSpec(policy=name, workload=futures) if futures else None
     return make_policy(name, load_policy_config(config) if config else None, spec)
 
@@ -293,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
     def body() -> int:
+        if args.log is not None and not args.log.parent.is_dir():
+            raise ConfigError(f"--log {args.log}: no such folder {args.log.parent}")
         daemon = Daemon(build_policy(args.policy, args.futures, args.policy_config), args.field, args.scale,
                         args.period, args.timeout, args.max_updates, args.dry_run, log=args.log)
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -206,12 +206,28 @@ def test_malformed_slurm_output_names_what_is_wrong():
         snapshot(data, json.loads((LIVE / "sinfo.json").read_text()))
 
 
-def test_the_cli_says_in_one_line_what_is_wrong():
-    done = subprocess.run([sys.executable, "-m", "bridges.slurm_steer", "--policy", "sjf", "--period", "-1"],
-                          cwd=ROOT, capture_output=True, text=True)
+@pytest.mark.parametrize("argv, message", [
+    (["--policy", "sjf", "--period", "-1"], "argument --period: must be a positive number of seconds, got -1.0"),
+    (["--policy", "sjf", "--timeout", "nan"], "argument --timeout: must be a positive number of seconds, got nan"),
+    (["--policy", "sjf", "--scale", "0"], "argument --scale: must be an integer >= 1, got 0"),
+    (["--policy", "lookahead", "--once"], "policy 'lookahead': a lookahead planner draws its futures from a workload"),
+    (["--policy", "sjf", "--log", "/nonexistent/folder/steer.jsonl"], "--log /nonexistent/folder/steer.jsonl: no such "
+                                                                      "folder /nonexistent/folder"),
+])
+def test_the_cli_says_in_one_line_what_is_wrong(argv, message):
+    done = subprocess.run([sys.executable, "-m", "bridges.slurm_steer", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
     assert done.returncode == 2
-    assert done.stderr.strip() == ("slurm_steer: error: argument --period: must be a positive number of seconds, "
-                                   "got -1.0")
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith(f"slurm_steer: error: {message}")
+
+
+def test_a_last_tick_that_fails_says_it_gives_up():
+    slurm = FakeSlurm()
+    slurm.fail = [SlurmUnavailable("scontrol show config timed out after 10 s")]
+    steer, _, err = daemon(slurm, period_s=0.01)
+    assert steer.loop(cycles=1) == 0
+    assert err.getvalue() == "slurm_steer: warning: scontrol show config timed out after 10 s; giving up (last tick)\n"
 
 
 # --- the twin -------------------------------------------------------------------------------------------------
