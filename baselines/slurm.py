@@ -56,8 +56,8 @@ kept from one cycle to the next).
 **Nodes** (``select/cons_tres``; ``--gres=gpu:G`` counts per node): a job that fits one node runs on one node,
 never split (the placement rule's choice when it is one node, else it waits). A job larger than a node (``sbatch
 -N N --gres=gpu:G/N``, how the live harness submits it): N = ⌈G / the largest node's GPUs⌉ nodes with G/N free
-GPUs each, the first N such nodes in index order, the lowest free GPUs of each (:func:`whole_node_gang`); when G
-does not split evenly, the placement rule.
+GPUs each, the first N such nodes in index order, the lowest free GPUs of each; when G does not split evenly, the
+placement rule (:func:`~baselines.slurm_placement.whole_node_gang`).
 
 **Time limits**: Slurm holds whole minutes (``--time``): a requested time is rounded up to the next minute
 (:func:`~baselines.slurm_backfill.time_limit_s`) wherever backfill plans with it.
@@ -82,14 +82,13 @@ from pydantic import Field
 
 from baselines.fairtree import FairTree
 from baselines.ranking import site_factors
-from baselines.shapes import shape_key_of
 from baselines.slurm_backfill import backfill_cycle
 from baselines.slurm_conf import SlurmConf, slurm_conf_from_dict
+from baselines.slurm_placement import still_free, whole_node_gang
 from envs.core.errors import ConfigError
 from envs.core.job import Job
 from envs.core.schema import FileModel, validated
 from envs.placement import PLACEMENT_DOCS, get_placement_rule
-from envs.placement.feasibility import gather, usable_gpus_per_node
 from envs.sim.policy import WAIT, Action, Preempt, Start, Wait
 from envs.sim.resources import ResourceState
 from envs.sim.view import PlacementRule, View
@@ -222,38 +221,6 @@ def slurm_policy(name: str, slurm: Mapping[str, Any] | None = None, epoch_s: flo
         raise ConfigError(f"policy {name!r}: steering needs PriorityType=priority/multifactor")
     return SlurmScheduler(name.strip().lower(), params, get_placement_rule(placement), epoch_s, calc_origin_s,
                           steering)
-
-
-def still_free(view: View, job: Job, gpus: np.ndarray) -> bool:
-    """Whether ``gpus``, planned for ``job`` earlier in the instant, can still take it: whole GPUs entirely free, or
-    a fractional job's share and memory [MiB] free on its GPU."""
-    if job.is_fractional:
-        return bool(np.all((view.gpu_free_milli[gpus] >= job.gpu_milli)
-                           & (view.gpu_free_mem_mib[gpus] >= job.gpu_mem_mib)))
-    return bool(np.all(view.gpu_whole_free[gpus]))
-
-
-def whole_node_gang(rule: PlacementRule) -> PlacementRule:
-    """``rule`` on one node for a job that fits one (``--gres=gpu:G`` counts per node: such a job never spans
-    nodes; None while no node has room), and for a job larger than the cluster's largest node N nodes with G/N free
-    GPUs each, as ``sbatch -N N --gres=gpu:G/N`` asks (module docstring); None while fewer than N nodes have them."""
-    def place(view: View, job: Job) -> np.ndarray | None:
-        c = view.cluster
-        biggest = int(c.node_n_gpus.max())
-        n_nodes = math.ceil(job.n_gpus / biggest)
-        if job.is_fractional or n_nodes == 1:
-            gpus = rule(view, job)
-            if gpus is None:
-                return None
-            gpus = np.asarray(gpus)  # nodes hold ascending runs of GPU indices: one node iff its ends agree
-            return gpus if c.gpu_node[gpus.min()] == c.gpu_node[gpus.max()] else None
-        if job.n_gpus % n_nodes:
-            return rule(view, job)
-        per_node = job.n_gpus // n_nodes
-        nodes = np.flatnonzero(usable_gpus_per_node(view, job) >= per_node)[:n_nodes]
-        return gather(view, nodes, np.full(n_nodes, per_node)) if len(nodes) == n_nodes else None
-    place.shape_of = shape_key_of(rule)  # it reads no more of a job than the rule does: answers shared by shape
-    return place
 
 
 class SlurmScheduler:
