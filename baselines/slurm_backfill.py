@@ -41,6 +41,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from baselines.shapes import shape_key_of
+from baselines.slurm_placement import nodes_needed
 from envs.core.cluster import MILLI_PER_GPU, ClusterSpec
 from envs.core.job import Job
 from envs.sim.resources import ResourceState, add_node_holdings
@@ -178,10 +179,16 @@ class Running:
 
     def _fits(self, job: Job, rule: PlacementRule, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
               mem: np.ndarray, nodes: np.ndarray) -> np.ndarray | None:
+        """``rule``'s GPUs for ``job`` on ``nodes`` with these holdings, or None. ``rule`` places whole-GPU jobs as
+        :func:`~baselines.slurm_placement.whole_node_gang` does, so a job short of nodes with enough whole GPUs is
+        refused before the rule runs."""
         c = self.cluster
         gpu_on = nodes[c.gpu_node]
-        if not job.is_fractional and np.count_nonzero(gpu_on & (free == MILLI_PER_GPU)) < job.n_gpus:
-            return None  # too few whole GPUs: the rule could not place it
+        need = nodes_needed(c, job)
+        if need is not None:  # too few nodes with enough whole GPUs: no placement of the gang rule exists
+            per_node = np.bincount(c.gpu_node[gpu_on & (free == MILLI_PER_GPU)], minlength=c.n_nodes)
+            if np.count_nonzero(per_node >= need[0]) < need[1]:
+                return None
         return rule(ResourceState(self.view, np.where(gpu_on, free, 0), np.where(nodes, cpu, 0),
                                   np.where(nodes, ram, 0), self.view.time_s, np.where(gpu_on, mem, 0),
                                   self.view.gpu_mig_used, dict(self.view.mig_slices)), job)

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from baselines.shapes import shape_key_of
+from envs.core.cluster import ClusterSpec
 from envs.core.job import Job
 from envs.placement.feasibility import gather, usable_gpus_per_node
 from envs.sim.view import PlacementRule, View
@@ -23,14 +24,23 @@ def still_free(view: View, job: Job, gpus: np.ndarray) -> bool:
     return bool(np.all(view.gpu_whole_free[gpus]))
 
 
+def nodes_needed(cluster: ClusterSpec, job: Job) -> tuple[int, int] | None:
+    """(whole free GPUs needed on each node, nodes) of a whole-GPU ``job`` as :func:`whole_node_gang` places it:
+    (G, 1) for a job that fits the largest node, (G/N, N) for one split evenly over N nodes; None for a fractional
+    job or one whose GPUs do not split evenly (the rule alone decides those)."""
+    if job.is_fractional:
+        return None
+    n_nodes = math.ceil(job.n_gpus / int(cluster.node_n_gpus.max()))
+    return None if job.n_gpus % n_nodes else (job.n_gpus // n_nodes, n_nodes)
+
+
 def whole_node_gang(rule: PlacementRule) -> PlacementRule:
     """``rule`` on one node for a job that fits one (``--gres=gpu:G`` counts per node: such a job never spans
     nodes; None while no node has room), and for a job larger than the cluster's largest node N nodes with G/N free
     GPUs each, as ``sbatch -N N --gres=gpu:G/N`` asks (module docstring); None while fewer than N nodes have them."""
     def place(view: View, job: Job) -> np.ndarray | None:
         c = view.cluster
-        biggest = int(c.node_n_gpus.max())
-        n_nodes = math.ceil(job.n_gpus / biggest)
+        n_nodes = math.ceil(job.n_gpus / int(c.node_n_gpus.max()))
         if job.is_fractional or n_nodes == 1:
             gpus = rule(view, job)
             if gpus is None:
