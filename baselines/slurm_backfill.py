@@ -125,6 +125,48 @@ def _hold(c: ClusterSpec, job: Job, gpus: np.ndarray, free: np.ndarray, cpu: np.
     add_node_holdings(c, job, c.gpu_node[gpus], cpu, ram, sign)
 
 
+class Holdings:
+    """What the running jobs of :class:`Running` hold, one entry per (job, GPU), the jobs in their order: the GPU,
+    its node, the share [milli-GPU], whether the job is fractional, its GPU memory [MiB] (a fractional job's), and
+    its CPU [milli-cores] and RAM [MiB] on that node (0 where the node does not model them); ``first[k]``: job k's
+    first entry (``first[-1]``: the entries)."""
+
+    def __init__(self, c: ClusterSpec, jobs: list[Job], gpus: list[np.ndarray]) -> None:
+        sizes = np.array([len(g) for g in gpus], dtype=np.int64)
+        self.first = np.concatenate([[0], np.cumsum(sizes)])
+        self.gpu = np.concatenate(gpus) if gpus else np.zeros(0, dtype=np.int64)
+        self.node = c.gpu_node[self.gpu]
+        self.milli = np.repeat(np.array([j.gpu_milli for j in jobs], dtype=np.int64), sizes)
+        self.fractional = np.repeat(np.array([j.is_fractional for j in jobs], dtype=bool), sizes)
+        self.mem = np.repeat(np.array([j.gpu_mem_mib for j in jobs], dtype=np.int64), sizes)
+        self.cpu = np.where(c.cpu_modelled[self.node],
+                            np.repeat(np.array([j.cpu_milli_per_gpu for j in jobs], dtype=np.int64), sizes), 0)
+        self.ram = np.where(c.ram_modelled[self.node],
+                            np.repeat(np.array([j.ram_mib_per_gpu for j in jobs], dtype=np.int64), sizes), 0)
+        self.any_cpu, self.any_ram = bool(self.cpu.any()), bool(self.ram.any())
+
+    def entries(self, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the entries of jobs ``runs``, in that order; where each job's entries begin among them, and the end)."""
+        sizes = self.first[runs + 1] - self.first[runs]
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        return np.repeat(self.first[runs] - bounds[:-1], sizes) + np.arange(bounds[-1]), bounds
+
+    def release(self, c: ClusterSpec, entries: np.ndarray, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
+                mem: np.ndarray) -> None:
+        """Give back, in place, what ``entries`` hold: shares, GPU memory, CPU and RAM in one vectorized step
+        (integer sums: the same as :func:`_hold` job by job)."""
+        gpus = self.gpu[entries]
+        np.add.at(free, gpus, self.milli[entries])
+        fractional = self.fractional[entries]
+        np.add.at(mem, gpus[fractional], self.mem[entries][fractional])
+        whole = gpus[~fractional]
+        mem[whole] = c.gpu_memory_mib[whole]
+        if self.any_cpu:
+            np.add.at(cpu, self.node[entries], self.cpu[entries])
+        if self.any_ram:
+            np.add.at(ram, self.node[entries], self.ram[entries])
+
+
 class Running:
     """The running jobs of one cycle, and those it has started, by expected end (then job id): what the will-run
     test takes away, batch by batch (module docstring, step 3)."""
@@ -141,6 +183,7 @@ class Running:
         self.free = view.gpu_free_milli.copy()
         self.mem = view.gpu_free_mem_mib.copy()  # [MiB]: a job started in this cycle holds its share too
         self.cpu, self.ram = view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy()
+        self._holdings: Holdings | None = None  # built when first needed, until a start
         self._answers: dict[tuple, tuple[float, np.ndarray] | None] = {}  # (shape, nodes) -> will_run, until a start
         self._batches: dict[bytes, tuple[list, Iterator]] = {}  # nodes -> holdings after each batch, until a start
 
@@ -154,28 +197,9 @@ class Running:
         row[0, self.cluster.gpu_node[gpus]] = True
         self.on_node = np.insert(self.on_node, k, row, axis=0)
         _hold(self.cluster, job, gpus, self.free, self.cpu, self.ram, self.mem, -1)
+        self._holdings = None
         self._answers.clear()
         self._batches.clear()
-
-    def _release(self, batch: list[int], free: np.ndarray, cpu: np.ndarray, ram: np.ndarray, mem: np.ndarray) -> None:
-        """Give back, in place, what the running jobs ``batch`` (indices) hold: their shares, GPU memory, CPU and RAM,
-        in one vectorized step (integer sums: the same as :func:`_hold` job by job)."""
-        c = self.cluster
-        jobs = [self.jobs[k] for k in batch]
-        sizes = [len(self.gpus[k]) for k in batch]
-        gpus = np.concatenate([self.gpus[k] for k in batch])
-        np.add.at(free, gpus, np.repeat([j.gpu_milli for j in jobs], sizes))
-        fractional = np.repeat([j.is_fractional for j in jobs], sizes)
-        np.add.at(mem, gpus[fractional], np.repeat([j.gpu_mem_mib for j in jobs], sizes)[fractional])
-        whole = gpus[~fractional]
-        mem[whole] = c.gpu_memory_mib[whole]
-        nodes = c.gpu_node[gpus]
-        if any(j.cpu_milli_per_gpu for j in jobs):
-            np.add.at(cpu, nodes, np.where(c.cpu_modelled[nodes], np.repeat([j.cpu_milli_per_gpu for j in jobs], sizes),
-                                           0))
-        if any(j.ram_mib_per_gpu for j in jobs):
-            np.add.at(ram, nodes, np.where(c.ram_modelled[nodes], np.repeat([j.ram_mib_per_gpu for j in jobs], sizes),
-                                           0))
 
     def _fits(self, job: Job, rule: PlacementRule, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
               mem: np.ndarray, nodes: np.ndarray) -> np.ndarray | None:
@@ -231,23 +255,25 @@ class Running:
     def _release_batches(self, nodes: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray,
                                                                    np.ndarray]]:
         free, cpu, ram, mem = self.free.copy(), self.cpu.copy(), self.ram.copy(), self.mem.copy()
-        runs = np.flatnonzero(self.on_node[:, nodes].any(axis=1)).tolist()  # those holding a usable node
-        ends, window, barrier, i = self.ends, WILL_RUN_WINDOW_S, None, 0
+        found = np.flatnonzero(self.on_node[:, nodes].any(axis=1))  # those holding a usable node
+        if self._holdings is None:
+            self._holdings = Holdings(self.cluster, self.jobs, self.gpus)
+        entries, bounds = self._holdings.entries(found)
+        runs, ends, window, barrier, i = found.tolist(), self.ends, WILL_RUN_WINDOW_S, None, 0
         while i < len(runs):
-            batch = []
+            first = i
             while True:
                 k = runs[i]
                 if barrier is None:
                     barrier = ends[k] + (window - (ends[k] + self.epoch_s) % window)
-                batch.append(k)
                 i += 1
                 if i >= len(runs) or ends[runs[i]] > barrier + window:
                     break
-            self._release(batch, free, cpu, ram, mem)
+            self._holdings.release(self.cluster, entries[bounds[first]:bounds[i]], free, cpu, ram, mem)
             window *= 2
             while i < len(runs) and ends[runs[i]] > barrier + window:
                 window *= 2
-            yield batch[-1], free.copy(), cpu.copy(), ram.copy(), mem.copy()
+            yield runs[i - 1], free.copy(), cpu.copy(), ram.copy(), mem.copy()
 
 
 def backfill_cycle(view: View, queue: list[Job], rule: PlacementRule, *, max_jobs: int, window_s: float,
