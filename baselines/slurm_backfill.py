@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -125,6 +126,22 @@ def _hold(c: ClusterSpec, job: Job, gpus: np.ndarray, free: np.ndarray, cpu: np.
     add_node_holdings(c, job, c.gpu_node[gpus], cpu, ram, sign)
 
 
+class Holding(NamedTuple):
+    """Free resources at one point of the will-run test: shares [milli-GPU] and memory [MiB] per GPU, CPU
+    [milli-cores] and RAM [MiB] per node, and each node's entirely free GPUs."""
+
+    free: np.ndarray
+    cpu: np.ndarray
+    ram: np.ndarray
+    mem: np.ndarray
+    whole: np.ndarray
+
+    @classmethod
+    def of(cls, c: ClusterSpec, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray, mem: np.ndarray) -> Holding:
+        """These holdings, with the entirely free GPUs of each node counted."""
+        return cls(free, cpu, ram, mem, np.bincount(c.gpu_node[free == MILLI_PER_GPU], minlength=c.n_nodes))
+
+
 class Holdings:
     """What the running jobs of :class:`Running` hold, one entry per (job, GPU), the jobs in their order: the GPU,
     its node, the share [milli-GPU], whether the job is fractional, its GPU memory [MiB] (a fractional job's), and
@@ -183,7 +200,9 @@ class Running:
         self.free = view.gpu_free_milli.copy()
         self.mem = view.gpu_free_mem_mib.copy()  # [MiB]: a job started in this cycle holds its share too
         self.cpu, self.ram = view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy()
+        self.biggest_node = int(self.cluster.node_n_gpus.max())  # GPUs of the largest node
         self._holdings: Holdings | None = None  # built when first needed, until a start
+        self._now: Holding | None = None  # the holdings now, counted when first needed, until a start
         self._answers: dict[tuple, tuple[float, np.ndarray] | None] = {}  # (shape, nodes) -> will_run, until a start
         self._batches: dict[bytes, tuple[list, Iterator]] = {}  # nodes -> holdings after each batch, until a start
 
@@ -197,24 +216,20 @@ class Running:
         row[0, self.cluster.gpu_node[gpus]] = True
         self.on_node = np.insert(self.on_node, k, row, axis=0)
         _hold(self.cluster, job, gpus, self.free, self.cpu, self.ram, self.mem, -1)
-        self._holdings = None
+        self._holdings = self._now = None
         self._answers.clear()
         self._batches.clear()
 
-    def _fits(self, job: Job, rule: PlacementRule, free: np.ndarray, cpu: np.ndarray, ram: np.ndarray,
-              mem: np.ndarray, nodes: np.ndarray) -> np.ndarray | None:
-        """``rule``'s GPUs for ``job`` on ``nodes`` with these holdings, or None. ``rule`` places whole-GPU jobs as
-        :func:`~baselines.slurm_placement.whole_node_gang` does, so a job short of nodes with enough whole GPUs is
-        refused before the rule runs."""
-        c = self.cluster
-        gpu_on = nodes[c.gpu_node]
-        need = nodes_needed(c, job)
-        if need is not None:  # too few nodes with enough whole GPUs: no placement of the gang rule exists
-            per_node = np.bincount(c.gpu_node[gpu_on & (free == MILLI_PER_GPU)], minlength=c.n_nodes)
-            if np.count_nonzero(per_node >= need[0]) < need[1]:
-                return None
-        return rule(ResourceState(self.view, np.where(gpu_on, free, 0), np.where(nodes, cpu, 0),
-                                  np.where(nodes, ram, 0), self.view.time_s, np.where(gpu_on, mem, 0),
+    def _fits(self, job: Job, rule: PlacementRule, state: Holding, nodes: np.ndarray,
+              gpu_on: np.ndarray) -> np.ndarray | None:
+        """``rule``'s GPUs for ``job`` on ``nodes`` (``gpu_on``: their GPUs) with these holdings, or None. ``rule``
+        places whole-GPU jobs as :func:`~baselines.slurm_placement.whole_node_gang` does, so a job short of nodes
+        with enough whole GPUs is refused before the rule runs."""
+        need = nodes_needed(self.biggest_node, job)
+        if need is not None and np.count_nonzero(state.whole[nodes] >= need[0]) < need[1]:
+            return None
+        return rule(ResourceState(self.view, np.where(gpu_on, state.free, 0), np.where(nodes, state.cpu, 0),
+                                  np.where(nodes, state.ram, 0), self.view.time_s, np.where(gpu_on, state.mem, 0),
                                   self.view.gpu_mig_used, dict(self.view.mig_slices)), job)
 
     def will_run(self, job: Job, nodes: np.ndarray, rule: PlacementRule) -> tuple[float, np.ndarray] | None:
@@ -229,20 +244,22 @@ class Running:
         return self._answers[key]
 
     def _will_run(self, job: Job, nodes: np.ndarray, rule: PlacementRule) -> tuple[float, np.ndarray] | None:
-        now = self.view.time_s
-        gpus = self._fits(job, rule, self.free, self.cpu, self.ram, self.mem, nodes)
+        now, gpu_on = self.view.time_s, nodes[self.cluster.gpu_node]
+        if self._now is None:
+            self._now = Holding.of(self.cluster, self.free, self.cpu, self.ram, self.mem)
+        gpus = self._fits(job, rule, self._now, nodes, gpu_on)
         if gpus is not None:
             return now, gpus
-        for last, free, cpu, ram, mem in self._released(nodes):
-            gpus = self._fits(job, rule, free, cpu, ram, mem, nodes)
+        for last, state in self._released(nodes):
+            gpus = self._fits(job, rule, state, nodes, gpu_on)
             if gpus is not None:
                 return (self.ends[last] if self.ends[last] > now else now + OVERDUE_START_S), gpus
         return None
 
-    def _released(self, nodes: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    def _released(self, nodes: np.ndarray) -> Iterator[tuple[int, Holding]]:
         """The holdings after each batch of running jobs on ``nodes`` is given back (module docstring, step 3): (the
-        batch's last job, free shares, CPU, RAM, memory). Computed once per set of nodes and shared by every job
-        tested on it until the next start (:meth:`start` forgets them)."""
+        batch's last job, the holdings). Computed once per set of nodes and shared by every job tested on it until
+        the next start (:meth:`start` forgets them)."""
         key = nodes.tobytes()
         if key not in self._batches:
             self._batches[key] = ([], self._release_batches(nodes))
@@ -252,8 +269,7 @@ class Running:
             done.append(state)
             yield state
 
-    def _release_batches(self, nodes: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray,
-                                                                   np.ndarray]]:
+    def _release_batches(self, nodes: np.ndarray) -> Iterator[tuple[int, Holding]]:
         free, cpu, ram, mem = self.free.copy(), self.cpu.copy(), self.ram.copy(), self.mem.copy()
         found = np.flatnonzero(self.on_node[:, nodes].any(axis=1))  # those holding a usable node
         if self._holdings is None:
@@ -273,7 +289,7 @@ class Running:
             window *= 2
             while i < len(runs) and ends[runs[i]] > barrier + window:
                 window *= 2
-            yield runs[i - 1], free.copy(), cpu.copy(), ram.copy(), mem.copy()
+            yield runs[i - 1], Holding.of(self.cluster, free.copy(), cpu.copy(), ram.copy(), mem.copy())
 
 
 def backfill_cycle(view: View, queue: list[Job], rule: PlacementRule, *, max_jobs: int, window_s: float,

@@ -9,7 +9,6 @@ import math
 import numpy as np
 
 from baselines.shapes import shape_key_of
-from envs.core.cluster import ClusterSpec
 from envs.core.job import Job
 from envs.placement.feasibility import gather, usable_gpus_per_node
 from envs.sim.view import PlacementRule, View
@@ -24,13 +23,14 @@ def still_free(view: View, job: Job, gpus: np.ndarray) -> bool:
     return bool(np.all(view.gpu_whole_free[gpus]))
 
 
-def nodes_needed(cluster: ClusterSpec, job: Job) -> tuple[int, int] | None:
+def nodes_needed(biggest_node: int, job: Job) -> tuple[int, int] | None:
     """(whole free GPUs needed on each node, nodes) of a whole-GPU ``job`` as :func:`whole_node_gang` places it:
     (G, 1) for a job that fits the largest node, (G/N, N) for one split evenly over N nodes; None for a fractional
-    job or one whose GPUs do not split evenly (the rule alone decides those)."""
+    job or one whose GPUs do not split evenly (the rule alone decides those). ``biggest_node``: the GPUs of the
+    cluster's largest node."""
     if job.is_fractional:
         return None
-    n_nodes = math.ceil(job.n_gpus / int(cluster.node_n_gpus.max()))
+    n_nodes = math.ceil(job.n_gpus / biggest_node)
     return None if job.n_gpus % n_nodes else (job.n_gpus // n_nodes, n_nodes)
 
 
