@@ -190,13 +190,14 @@ class Running:
 
     def __init__(self, view: View, epoch_s: float) -> None:
         self.view, self.cluster, self.epoch_s = view, view.cluster, epoch_s
-        runs = sorted(view.running.values(), key=lambda r: (r.start_time_s + time_limit_s(r.job), r.job.job_id))
-        self.ends = [r.start_time_s + time_limit_s(r.job) for r in runs]
-        self.jobs = [r.job for r in runs]
-        self.gpus = [np.asarray(r.gpus) for r in runs]
+        runs = sorted((r.start_time_s + time_limit_s(r.job), r.job.job_id, r) for r in view.running.values())
+        self.ends = [end for end, _, _ in runs]
+        self.jobs = [r.job for _, _, r in runs]
+        self.gpus = [np.asarray(r.gpus) for _, _, r in runs]
         self.on_node = np.zeros((len(runs), self.cluster.n_nodes), dtype=bool)  # run x node: holds GPUs there
-        for k, gpus in enumerate(self.gpus):
-            self.on_node[k, self.cluster.gpu_node[gpus]] = True
+        if runs:
+            run_of = np.repeat(np.arange(len(runs)), [len(g) for g in self.gpus])
+            self.on_node[run_of, self.cluster.gpu_node[np.concatenate(self.gpus)]] = True
         self.free = view.gpu_free_milli.copy()
         self.mem = view.gpu_free_mem_mib.copy()  # [MiB]: a job started in this cycle holds its share too
         self.cpu, self.ram = view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy()
@@ -270,11 +271,13 @@ class Running:
             yield state
 
     def _release_batches(self, nodes: np.ndarray) -> Iterator[tuple[int, Holding]]:
-        free, cpu, ram, mem = self.free.copy(), self.cpu.copy(), self.ram.copy(), self.mem.copy()
-        found = np.flatnonzero(self.on_node[:, nodes].any(axis=1))  # those holding a usable node
         if self._holdings is None:
             self._holdings = Holdings(self.cluster, self.jobs, self.gpus)
-        entries, bounds = self._holdings.entries(found)
+        held = self._holdings  # CPU and RAM copied only where a running job holds some
+        free, mem = self.free.copy(), self.mem.copy()
+        cpu, ram = self.cpu.copy() if held.any_cpu else self.cpu, self.ram.copy() if held.any_ram else self.ram
+        found = np.flatnonzero(self.on_node[:, nodes].any(axis=1))  # those holding a usable node
+        entries, bounds = held.entries(found)
         runs, ends, window, barrier, i = found.tolist(), self.ends, WILL_RUN_WINDOW_S, None, 0
         while i < len(runs):
             first = i
@@ -285,11 +288,12 @@ class Running:
                 i += 1
                 if i >= len(runs) or ends[runs[i]] > barrier + window:
                     break
-            self._holdings.release(self.cluster, entries[bounds[first]:bounds[i]], free, cpu, ram, mem)
+            held.release(self.cluster, entries[bounds[first]:bounds[i]], free, cpu, ram, mem)
             window *= 2
             while i < len(runs) and ends[runs[i]] > barrier + window:
                 window *= 2
-            yield runs[i - 1], Holding.of(self.cluster, free.copy(), cpu.copy(), ram.copy(), mem.copy())
+            yield runs[i - 1], Holding.of(self.cluster, free.copy(), cpu.copy() if held.any_cpu else cpu,
+                                          ram.copy() if held.any_ram else ram, mem.copy())
 
 
 def backfill_cycle(view: View, queue: list[Job], rule: PlacementRule, *, max_jobs: int, window_s: float,
