@@ -27,7 +27,8 @@ from envs.scenario import trace_spec
 from evaluation.runner import RunSpec
 
 SUITES = ("default", "gpu", "rlscheduler")
-MAIN_HEURISTICS = ("fifo", "sjf", "fcfs+easy", "sjf+easy/pack", "fairshare+easy/topology", "multifactor+easy/pack")
+MAIN_HEURISTICS = ("fifo", "sjf", "fcfs+easy", "sjf+easy/pack", "fairshare+easy/topology", "multifactor+easy/pack",
+                   "slurm")
 GPU_HEURISTICS = ("fifo/pack", "fcfs+easy/pack", "sjf+easy/topology", "fairshare+easy/pack")
 PEER_ORDERS = ("fcfs", "sjf", "f1", "wfp3-peer", "unicep-peer")
 OUR_ORDERS = ("fcfs", "sjf", "f1", "wfp3", "unicep")
