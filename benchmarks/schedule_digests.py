@@ -21,9 +21,10 @@ from envs.core.files import write_text_atomically  # noqa: E402
 from evaluation.digests import digests  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "data" / "golden" / "schedule_digests.json"
-POLICIES = ("slurm", "fcfs+easy", "sjf+conservative", "k8s:leastallocated", "priority+easy/pack+preempt")
+POLICIES = ("slurm", "fcfs+easy", "sjf+conservative", "k8s:leastallocated", "priority+easy/pack+preempt", "fifo",
+            "sjf")
 """The families issue 32 makes faster: slurmctld's scheduler, EASY and conservative backfilling, kube-scheduler's
-scored placement, and preemption."""
+scored placement, preemption, and orders without backfilling (FIFO, the simulator benchmark's policy, and SJF)."""
 CLUSTERS = ("tiny", "hetero-64", "tiny-governed", "mig-a100")
 RUNS = [{"workload": "small", "cluster": CLUSTERS[seed % len(CLUSTERS)], "seed": seed, "jobs": 60}
         for seed in range(20)]
