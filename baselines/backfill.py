@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.orders import Order
+from baselines.orders import Fcfs, Order
 from baselines.shapes import ShapeMemo
 from envs.core.job import Job
 from envs.sim.policy import WAIT, Action, Start
@@ -57,6 +57,11 @@ class Scheduler:
         """The next job to start now, or Wait."""
         if not view.scheduler_up or not view.pending:
             return WAIT
+        if self.backfill == "none":  # only the head matters; FCFS reads it off the queue without copying it
+            head = view.first_schedulable(view.pending.values() if isinstance(self.order, Fcfs)
+                                          else self.order.rank(view))
+            gpus = None if head is None else ShapeMemo(self.rule, view).place(head)
+            return WAIT if gpus is None else Start(head.job_id, gpus)
         queue = view.schedulable(self.order.rank(view))
         if not queue:
             return WAIT
@@ -69,8 +74,6 @@ class Scheduler:
         gpus = placed.place(head)
         if gpus is not None:
             return Start(head.job_id, gpus)
-        if self.backfill == "none":
-            return WAIT
         return self._easy(view, head, queue[1:], placed)
 
     def _easy(self, view: View, head: Job, rest: list[Job], rule: ShapeMemo) -> Action:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -123,6 +123,14 @@ class View:
         if self._quota is not None:
             ranked = [j for j in ranked if self._quota.refusal(j) is None]
         return ranked
+
+    def first_schedulable(self, ranked: Iterable[Job]) -> Job | None:
+        """The first job of :meth:`schedulable` (``ranked``) or None, reading ``ranked`` only up to it when the
+        cluster has no priority tiers."""
+        if any(p.priority_tier for p in self.cluster.governance.partitions):
+            queue = self.schedulable(list(ranked))
+            return queue[0] if queue else None
+        return next((j for j in ranked if self._quota is None or self._quota.refusal(j) is None), None)
 
     @property
     def has_quotas(self) -> bool:
