@@ -24,9 +24,10 @@ class View:
     Arrays are numpy views with the write flag off; mappings are read-only proxies, iterated in queue order.
     """
 
-    __slots__ = ("_fork", "_kept", "_memo", "_memo_version", "_quota", "_state", "cluster", "gpu_free_mem_mib",
-                 "gpu_free_milli", "gpu_mig_mode", "gpu_mig_used", "gpu_up", "gpu_whole_free", "history", "mig_slices",
-                 "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up", "pending", "running")
+    __slots__ = ("_fork", "_kept", "_memo", "_memo_version", "_quota", "_state", "_tiers", "cluster",
+                 "gpu_free_mem_mib", "gpu_free_milli", "gpu_mig_mode", "gpu_mig_used", "gpu_up", "gpu_whole_free",
+                 "history", "mig_slices", "node_free_cpu_milli", "node_free_gpus", "node_free_ram_mib", "node_up",
+                 "pending", "running")
 
     def __init__(self, state: SimState, quota: QuotaLedger | None = None,
                  fork: Callable[[Future | None], Forking] | None = None) -> None:
@@ -37,6 +38,7 @@ class View:
         self._memo_version = -1
         self._kept: dict[object, Any] = {}
         self.cluster: ClusterSpec = state.cluster
+        self._tiers = any(p.priority_tier for p in state.cluster.governance.partitions)  # partition priority tiers
         self.pending: Mapping[int, Job] = MappingProxyType(state.pending)
         self.running: Mapping[int, RunningJob] = MappingProxyType(state.running)
         self.gpu_free_milli: np.ndarray = _read_only(state.gpu_free_milli)  # free share per GPU [milli-GPU]
@@ -117,8 +119,8 @@ class View:
         """``ranked`` (a priority order's ranking) as a scheduler should consider it: jobs of higher partition
         priority tiers first (Slurm PriorityTier; the ranking kept within a tier), without the jobs a quota refuses
         now. Returns ``ranked`` itself when the cluster has neither tiers nor quotas."""
-        governance = self.cluster.governance
-        if any(p.priority_tier for p in governance.partitions):
+        if self._tiers:
+            governance = self.cluster.governance
             ranked = sorted(ranked, key=lambda j: -governance.tier(j.partition))
         if self._quota is not None:
             ranked = [j for j in ranked if self._quota.refusal(j) is None]
@@ -127,7 +129,7 @@ class View:
     def first_schedulable(self, ranked: Iterable[Job]) -> Job | None:
         """The first job of :meth:`schedulable` (``ranked``) or None, reading ``ranked`` only up to it when the
         cluster has no priority tiers."""
-        if any(p.priority_tier for p in self.cluster.governance.partitions):
+        if self._tiers:
             queue = self.schedulable(list(ranked))
             return queue[0] if queue else None
         return next((j for j in ranked if self._quota is None or self._quota.refusal(j) is None), None)
