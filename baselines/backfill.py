@@ -60,14 +60,14 @@ class Scheduler:
         if self.backfill == "none":  # only the head matters; FCFS reads it off the queue without copying it
             head = view.first_schedulable(view.pending.values() if isinstance(self.order, Fcfs)
                                           else self.order.rank(view))
-            gpus = None if head is None else ShapeMemo(self.rule, view).place(head)
+            gpus = None if head is None else ShapeMemo.of_view(self.rule, view).place(head)
             return WAIT if gpus is None else Start(head.job_id, gpus)
         queue = view.schedulable(self.order.rank(view))
         if not queue:
             return WAIT
         if self.backfill == "conservative":
             return self._conservative(view, queue)
-        placed = ShapeMemo(self.rule, view)  # jobs of one shape get one answer at this state
+        placed = ShapeMemo.of_view(self.rule, view)  # jobs of one shape: one answer until the holdings change
         if self.backfill == "greedy":
             return next((Start(job.job_id, gpus) for job in queue if (gpus := placed.place(job)) is not None), WAIT)
         head = queue[0]

@@ -4,8 +4,9 @@ with the queue times the cluster).
 
 The basic rules (first-fit, pack, spread, topology) read only a job's resource shape (:func:`shape_key`), so at one
 state of the resources every job of that shape gets the same GPUs, or None. :class:`ShapeMemo` remembers the answers
-for one state; :class:`~baselines.backfill.Scheduler` makes one per decision (the live view) and passes it on as the
-rule, so EASY's scan of the queue asks the rule once per shape at the view and afresh at every projected state.
+for one state; :class:`~baselines.backfill.Scheduler` keeps one on the live view while its holdings are unchanged
+(:meth:`ShapeMemo.of_view`) and passes it on as the rule, so EASY's scan of the queue asks the rule once per shape
+between two changes of the holdings and afresh at every projected state.
 The other rules (locality reads the dataset, fragmentation whether the job is pending, a user's rule anything) are
 asked every time.
 """
@@ -20,7 +21,7 @@ import numpy as np
 from envs.core.job import Job
 from envs.placement import first_fit, pack, spread, topology
 from envs.placement.basic import shape_key
-from envs.sim.view import PlacementRule
+from envs.sim.view import PlacementRule, View
 
 SHAPE_RULES: frozenset[PlacementRule] = frozenset({first_fit, pack, spread, topology})
 """The rules whose answer depends on the state and the job's :func:`shape_key` alone."""
@@ -37,12 +38,24 @@ class ShapeMemo:
     """``rule`` at one fixed state, its answers remembered per job shape when the rule reads nothing else
     (:data:`SHAPE_RULES`; a rule object may name its own key function as ``shape_of``)."""
 
-    __slots__ = ("_answers", "_key", "rule", "state")
+    __slots__ = ("_answers", "_key", "_version", "rule", "state")
 
     def __init__(self, rule: PlacementRule, state: Any) -> None:
         self.rule, self.state = rule, state
         self._key = shape_key_of(rule)
         self._answers: dict[tuple, np.ndarray | None] = {}
+        self._version = -1
+
+    @classmethod
+    def of_view(cls, rule: PlacementRule, view: View) -> ShapeMemo:
+        """The memo of ``rule`` at the live ``view``, kept on the view from one decision to the next while its
+        holdings are unchanged (:attr:`View.version <envs.sim.view.View.version>`): a job that does not fit is not
+        placed again after every arrival."""
+        memo = view.kept(("shape-memo", rule), lambda: cls(rule, view))
+        if memo._version != view.version:
+            memo._answers.clear()
+            memo._version = view.version
+        return memo
 
     def place(self, job: Job) -> np.ndarray | None:
         """The rule's GPUs for ``job`` at the state, or None when it does not fit."""

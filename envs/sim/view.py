@@ -156,6 +156,12 @@ class View:
         """Attained service of ``job`` (Tiresias): its GPU share × the time it has held GPUs so far [GPU-seconds]."""
         return job.gpu_share * self.executed_s(job.job_id)
 
+    @property
+    def version(self) -> int:
+        """A number that changes whenever the holdings change (a start, an end, a failure or repair): answers
+        derived from the holdings alone stay valid while it stays the same."""
+        return self._state.version
+
     def kept(self, key: object, make: Callable[[], Any]) -> Any:
         """An object kept for this view's whole run (made by ``make`` the first time), for derived data that is
         updated from one state to the next rather than recomputed (unlike :meth:`memoized`)."""
