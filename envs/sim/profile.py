@@ -44,7 +44,9 @@ class _EndOrder:
     """The running jobs' sort keys (expected end, start, job id) in order, kept on a view from one state to the next
     (:meth:`~envs.sim.view.View.kept`): a start or an end moves a key in or out (bisection) instead of sorting every
     running job again. The order is the same either way: the keys are distinct (the job id). A job that ended and
-    started again since (a preempted or failed job's new run) is a new run object, so it counts as moved."""
+    started again since (a preempted or failed job's new run) is a new run object, so it counts as moved. New runs
+    are found from the end of the running jobs (a dict: a start inserts there), up to the newest run already known;
+    a run replaced in its place (a fork's resampled runtime) keeps its key."""
 
     def __init__(self) -> None:
         self.keys: list[tuple[float, float, int]] = []
@@ -53,8 +55,13 @@ class _EndOrder:
     def order(self, running: Mapping[int, RunningJob]) -> list[tuple[float, float, int]]:
         """The keys of the ``running`` jobs, sorted."""
         runs = self.runs
-        gone = [j for j, r in runs.items() if running.get(j) is not r]
-        came = [j for j, r in running.items() if runs.get(j) is not r]
+        came = []
+        for job_id, run in reversed(running.items()):  # runs started since come last (the dict's insertion order)
+            if runs.get(job_id) is run:
+                break
+            came.append(job_id)
+        gone = [j for j in came if j in runs]  # ended and started again: a new run object
+        gone += runs.keys() - running.keys()
         if len(gone) + len(came) <= max(MAX_MOVED_KEYS, len(running) // 8):
             for job_id in gone:
                 old = runs.pop(job_id)
