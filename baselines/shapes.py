@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.core.cluster import MILLI_PER_GPU
 from envs.core.job import Job
 from envs.placement import first_fit, pack, spread, topology
 from envs.placement.basic import shape_key
@@ -58,7 +59,10 @@ class ShapeMemo:
         return memo
 
     def place(self, job: Job) -> np.ndarray | None:
-        """The rule's GPUs for ``job`` at the state, or None when it does not fit."""
+        """The rule's GPUs for ``job`` at the state, or None when it does not fit: at once, without asking the rule,
+        for whole GPUs beyond the state's entirely free ones (no rule can place them)."""
+        if job.gpu_milli >= MILLI_PER_GPU and job.n_gpus > self.state.free_gpus:
+            return None
         if self._key is None:
             return self.rule(self.state, job)
         key = self._key(job)
