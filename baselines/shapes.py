@@ -39,13 +39,14 @@ class ShapeMemo:
     """``rule`` at one fixed state, its answers remembered per job shape when the rule reads nothing else
     (:data:`SHAPE_RULES`; a rule object may name its own key function as ``shape_of``)."""
 
-    __slots__ = ("_answers", "_key", "_version", "rule", "state")
+    __slots__ = ("_answers", "_key", "_most_free", "_version", "rule", "state")
 
     def __init__(self, rule: PlacementRule, state: Any) -> None:
         self.rule, self.state = rule, state
         self._key = shape_key_of(rule)
         self._answers: dict[tuple, np.ndarray | None] = {}
         self._version = -1
+        self._most_free: int | None = None  # the largest free share of a GPU at the state [milli-GPU]
 
     @classmethod
     def of_view(cls, rule: PlacementRule, view: View) -> ShapeMemo:
@@ -55,14 +56,21 @@ class ShapeMemo:
         memo = view.kept(("shape-memo", rule), lambda: cls(rule, view))
         if memo._version != view.version:
             memo._answers.clear()
-            memo._version = view.version
+            memo._version, memo._most_free = view.version, None
         return memo
 
     def place(self, job: Job) -> np.ndarray | None:
         """The rule's GPUs for ``job`` at the state, or None when it does not fit: at once, without asking the rule,
-        for whole GPUs beyond the state's entirely free ones (no rule can place them)."""
-        if job.gpu_milli >= MILLI_PER_GPU and job.n_gpus > self.state.free_gpus:
-            return None
+        for whole GPUs beyond the state's entirely free ones, or a share (not a MIG instance) larger than any GPU's
+        free share (the simulator would refuse any placement of them)."""
+        if job.gpu_milli >= MILLI_PER_GPU:
+            if job.n_gpus > self.state.free_gpus:
+                return None
+        elif not job.mig_profile:
+            if self._most_free is None:
+                self._most_free = int(self.state.gpu_free_milli.max(initial=0))
+            if job.gpu_milli > self._most_free:
+                return None
         if self._key is None:
             return self.rule(self.state, job)
         key = self._key(job)
