@@ -22,9 +22,10 @@ from evaluation.digests import digests  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "data" / "golden" / "schedule_digests.json"
 POLICIES = ("slurm", "fcfs+easy", "sjf+conservative", "k8s:leastallocated", "priority+easy/pack+preempt", "fifo",
-            "sjf")
+            "sjf", "k8s:mostallocated+preempt")
 """The families issue 32 makes faster: slurmctld's scheduler, EASY and conservative backfilling, kube-scheduler's
-scored placement, preemption, and orders without backfilling (FIFO, the simulator benchmark's policy, and SJF)."""
+scored placement and its preemption, priority preemption, and orders without backfilling (FIFO, the simulator
+benchmark's policy, and SJF)."""
 CLUSTERS = ("tiny", "hetero-64", "tiny-governed", "mig-a100")
 RUNS = [{"workload": "small", "cluster": CLUSTERS[seed % len(CLUSTERS)], "seed": seed, "jobs": 60}
         for seed in range(20)]
