@@ -197,6 +197,8 @@ class KubePlacement:
         n = job.n_gpus
         fits = usable >= n
         if fits.any():
+            if np.count_nonzero(fits) == 1:  # the one node that fits wins whatever its score (scores are >= 0)
+                return in_node(view, int(fits.argmax()), n)
             totals = self.totals(view, job, np.full(usable.size, n, dtype=np.int64), usable)
             return in_node(view, int(np.where(fits, totals, -1).argmax()), n)
         counts = np.minimum(usable, n)
@@ -249,7 +251,10 @@ class KubePlacement:
             return None
         c = view.cluster
         ok = np.bincount(c.gpu_node[mask], minlength=c.n_nodes) > 0
-        node = int(np.where(ok, self.totals(view, job, np.ones(c.n_nodes, dtype=np.int64), None), -1).argmax())
+        if np.count_nonzero(ok) == 1:  # the one node with a usable GPU wins whatever its score (scores are >= 0)
+            node = int(ok.argmax())
+        else:
+            node = int(np.where(ok, self.totals(view, job, np.ones(c.n_nodes, dtype=np.int64), None), -1).argmax())
         first, last = int(c.node_first_gpu[node]), int(c.node_first_gpu[node + 1])
         local = np.where(mask[first:last], view.gpu_free_milli[first:last], NEVER)
         return np.array([first + int(local.argmin())], dtype=np.int64)
