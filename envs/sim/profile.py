@@ -200,10 +200,16 @@ class AvailabilityProfile:
         arrays = self._arrays[i:max(j, i + 1)]
         if len(arrays) == 1:
             return arrays[0]
+        low = [a.copy() for a in arrays[0][:4]]
+        for a in arrays[1:]:
+            for k in range(4):
+                np.minimum(low[k], a[k], out=low[k])
+        if not (self._view.mig_slices or self._mig_holds):  # no slice held now or reserved: occupancy all zero
+            return (*low, arrays[0][4])
         used = np.bitwise_or.reduce([a[4] for a in arrays])
         shared_full = np.logical_or.reduce([(a[0] < MILLI_PER_GPU) & (a[4] == 0) for a in arrays])
         used = np.where(shared_full & (used != 0), ALL_SLICES, used).astype(used.dtype)
-        return (*(np.minimum.reduce([a[k] for a in arrays]) for k in range(4)), used)
+        return (*low, used)
 
     def _window_state(self, i: int, end_s: float) -> ResourceState:
         free, cpu, ram, mem, used = self._window(i, end_s)
@@ -217,10 +223,12 @@ class AvailabilityProfile:
         added). None when the job does not fit even once everything has ended.
         """
         whole = 0 if job.is_fractional else job.n_gpus
+        short = np.flatnonzero(np.asarray(self._whole_free) < whole).tolist() if whole else []  # too few free
         for i, t in enumerate(self.times):
-            if whole:
+            if short:
                 j = i + 1 if duration_s is None else max(bisect.bisect_left(self.times, t + duration_s), i + 1)
-                if min(self._whole_free[i:j]) < whole:
+                k = bisect.bisect_left(short, i)
+                if k < len(short) and short[k] < j:  # a breakpoint of [i, j) has too few whole GPUs free
                     continue
             state = self.state(i) if duration_s is None else self._window_state(i, t + duration_s)
             gpus = rule(state, job)
@@ -247,15 +255,18 @@ class AvailabilityProfile:
             else:
                 mask = self._mig_holds.pop((job.job_id, start_s), 0)
         mem_held = held_memory_mib(c, job, gpus, mask)
+        nodes = np.flatnonzero(cpu_held | ram_held)  # the nodes whose CPU or RAM the hold changes
+        cpu_held, ram_held = cpu_held[nodes], ram_held[nodes]
         for i in range(first, last):
             free, cpu, ram, mem, used = self._arrays[i]
+            before = int(np.count_nonzero(free[gpus] == MILLI_PER_GPU))
             free[gpus] -= sign * job.gpu_milli
-            cpu -= sign * cpu_held
-            ram -= sign * ram_held
+            cpu[nodes] -= sign * cpu_held
+            ram[nodes] -= sign * ram_held
             mem[gpus] -= sign * mem_held
             if mask:
                 used[g] = used[g] | mask if sign > 0 else used[g] & (~mask & ALL_SLICES)
-            self._whole_free[i] = int((free == MILLI_PER_GPU).sum())
+            self._whole_free[i] += int(np.count_nonzero(free[gpus] == MILLI_PER_GPU)) - before  # only gpus changed
 
     def _breakpoint(self, t: float) -> None:
         i = bisect.bisect_left(self.times, t)
