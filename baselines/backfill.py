@@ -97,17 +97,27 @@ class Scheduler:
                 profile.reserve(job, gpus, start_s, job.runtime_estimate_s)
         for job in reserved + [j for j in queue if j.job_id not in self._reserved]:
             held = self._reserved.get(job.job_id)
+            estimate_s = job.runtime_estimate_s
             if held is not None and held[0] >= now:
-                profile.reserve(job, held[2], held[0], job.runtime_estimate_s, sign=-1)  # free its own hold
-            found = profile.earliest_start(job, self.rule, job.runtime_estimate_s)
+                profile.reserve(job, held[2], held[0], estimate_s, sign=-1)  # free its own hold
+                gpus = profile.fits_at(now, job, self.rule, estimate_s)
+                if gpus is not None:
+                    self._reserved.pop(job.job_id)
+                    return Start(job.job_id, gpus)
+                # not startable now: it keeps the reservation it had if it fits anywhere (where it held is a
+                # breakpoint; the full search only when it does not fit there)
+                if (profile.fits_at(held[0], job, self.rule, estimate_s) is None
+                        and profile.earliest_start(job, self.rule, estimate_s) is None):
+                    continue
+                profile.reserve(job, held[2], held[0], estimate_s)
+                continue
+            found = profile.earliest_start(job, self.rule, estimate_s)
             if found is None:
                 continue
             start_s, gpus, _ = found
             if start_s == now:
                 self._reserved.pop(job.job_id, None)
                 return Start(job.job_id, gpus)
-            if held is not None and held[0] >= now:  # not startable now: keep the reservation it had
-                start_s, gpus = held[0], held[2]
             sequence = held[1] if held is not None else self._next_sequence()
             self._reserved[job.job_id] = (start_s, sequence, gpus)
             self.reservations.setdefault(job.job_id, start_s)

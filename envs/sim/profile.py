@@ -222,19 +222,40 @@ class AvailabilityProfile:
         Without a duration only the instant matters (resources only come back later, unless reservations were
         added). None when the job does not fit even once everything has ended.
         """
-        whole = 0 if job.is_fractional else job.n_gpus
-        short = np.flatnonzero(np.asarray(self._whole_free) < whole).tolist() if whole else []  # too few free
+        short = self._short_of(job)
         for i, t in enumerate(self.times):
-            if short:
-                j = i + 1 if duration_s is None else max(bisect.bisect_left(self.times, t + duration_s), i + 1)
-                k = bisect.bisect_left(short, i)
-                if k < len(short) and short[k] < j:  # a breakpoint of [i, j) has too few whole GPUs free
-                    continue
-            state = self.state(i) if duration_s is None else self._window_state(i, t + duration_s)
-            gpus = rule(state, job)
-            if gpus is not None:
-                return t, gpus, state
+            found = self._placed(i, job, rule, duration_s, short)
+            if found is not None:
+                return t, *found
         return None
+
+    def fits_at(self, start_s: float, job: Job, rule: PlacementRule, duration_s: float) -> np.ndarray | None:
+        """The GPUs ``rule`` gives ``job`` for [start_s, start_s + duration_s) at breakpoint ``start_s`` (as
+        :meth:`earliest_start` tries it there), or None."""
+        i = bisect.bisect_left(self.times, start_s)
+        if i == len(self.times) or self.times[i] != start_s:
+            raise ValueError(f"{start_s} s is not a breakpoint of the profile")
+        found = self._placed(i, job, rule, duration_s, self._short_of(job))
+        return None if found is None else found[0]
+
+    def _short_of(self, job: Job) -> list[int]:
+        """The breakpoints with fewer whole GPUs free than ``job`` needs (none for a share), ascending."""
+        whole = 0 if job.is_fractional else job.n_gpus
+        return np.flatnonzero(np.asarray(self._whole_free) < whole).tolist() if whole else []
+
+    def _placed(self, i: int, job: Job, rule: PlacementRule, duration_s: float | None,
+                short: list[int]) -> tuple[np.ndarray, ResourceState] | None:
+        """(GPUs, state) of ``job`` placed by ``rule`` from breakpoint ``i`` for ``duration_s``, or None; ``short``:
+        :meth:`_short_of` the job (a breakpoint of the window among them: it cannot fit)."""
+        t = self.times[i]
+        if short:
+            j = i + 1 if duration_s is None else max(bisect.bisect_left(self.times, t + duration_s), i + 1)
+            k = bisect.bisect_left(short, i)
+            if k < len(short) and short[k] < j:  # a breakpoint of [i, j) has too few whole GPUs free
+                return None
+        state = self.state(i) if duration_s is None else self._window_state(i, t + duration_s)
+        gpus = rule(state, job)
+        return None if gpus is None else (gpus, state)
 
     def reserve(self, job: Job, gpus: np.ndarray, start_s: float, duration_s: float, sign: int = 1) -> None:
         """Hold ``gpus`` (and the job's CPU and RAM) for ``job`` during [start_s, start_s + duration_s); with
