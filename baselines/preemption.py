@@ -38,10 +38,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from baselines.backfill import Scheduler
 from envs.core.job import Job
 from envs.sim.policy import Action, Preempt, Start, Wait
-from envs.sim.resources import ResourceState
+from envs.sim.resources import ResourceState, add_node_holdings, node_state
 from envs.sim.state import RunningJob
 from envs.sim.view import View
 
@@ -176,13 +178,39 @@ def _reprieve(view: View, job: Job, scheduler: Scheduler, freed: ResourceState, 
     potential victim gone; ``node`` (None: the whole cluster) is where the job must fit."""
     if scheduler.rule(_on_node(view, freed, node), job) is None:
         return ()
+    if node is not None:
+        return _reprieve_on_node(view, job, scheduler, freed, removed, node)
     state, victims = freed, []
     for r in removed:
         back = state.without(r.job, r.gpus.index)
-        if scheduler.rule(_on_node(view, back, node), job) is None:
+        if scheduler.rule(back, job) is None:
             victims.append(r)
         else:
             state = back
+    return tuple(victims)
+
+
+def _reprieve_on_node(view: View, job: Job, scheduler: Scheduler, freed: ResourceState, removed: list[RunningJob],
+                      node: int) -> tuple[RunningJob, ...]:
+    """:func:`_reprieve` on one node, each trial built from what ``ResourceState.on_node`` reads of the state (the
+    node's free shares, the free CPU and RAM per node) instead of a copy of the whole cluster's state: the same
+    states, so the same answers."""
+    c = view.cluster
+    first, last = int(c.node_first_gpu[node]), int(c.node_first_gpu[node + 1])
+    free, cpu, ram = freed.gpu_free_milli[first:last], freed.node_free_cpu_milli, freed.node_free_ram_mib
+    victims = []
+    for r in removed:
+        gpus = np.asarray(r.gpus)
+        back = free.copy()
+        back[gpus[(gpus >= first) & (gpus < last)] - first] -= r.job.gpu_milli  # the state.without of its GPUs here
+        back_cpu, back_ram = cpu, ram
+        if r.job.cpu_milli_per_gpu or r.job.ram_mib_per_gpu:
+            back_cpu, back_ram = cpu.copy(), ram.copy()
+            add_node_holdings(c, r.job, c.gpu_node[gpus], back_cpu, back_ram, -1)
+        if scheduler.rule(node_state(view, node, back, back_cpu, back_ram), job) is None:
+            victims.append(r)
+        else:
+            free, cpu, ram = back, back_cpu, back_ram
     return tuple(victims)
 
 

@@ -174,26 +174,37 @@ class ResourceState:
     def on_node(self, node: int) -> ResourceState:
         """This state with only ``node``'s GPUs free (every other GPU's free share 0) and the memory and MIG guess
         of the constructor's defaults, at the live view's time: where preemption asks if a job fits on one node."""
-        view, c = self._view, self.cluster
-        first, last = int(c.node_first_gpu[node]), int(c.node_first_gpu[node + 1])
-        free = np.zeros_like(self.gpu_free_milli)
-        free[first:last] = self.gpu_free_milli[first:last]
-        whole = np.zeros_like(self.gpu_whole_free)
-        whole[first:last] = on = free[first:last] == MILLI_PER_GPU
-        node_free_gpus = np.zeros_like(self.node_free_gpus)
-        node_free_gpus[node] = n_free = int(on.sum())
-        mem = view.gpu_free_mem_mib.copy()
-        mem[first:last] = np.where(on, c.gpu_memory_mib[first:last], mem[first:last])
-        used = view.gpu_mig_used.astype(np.uint8)
-        used[first:last] = np.where(on, 0, used[first:last])
-        return ResourceState._of(view, free, whole, node_free_gpus, n_free, self.node_free_cpu_milli,
-                                 self.node_free_ram_mib, view.time_s, mem, used, dict(view.mig_slices))
+        first, last = int(self.cluster.node_first_gpu[node]), int(self.cluster.node_first_gpu[node + 1])
+        return node_state(self._view, node, self.gpu_free_milli[first:last], self.node_free_cpu_milli,
+                          self.node_free_ram_mib)
 
     @classmethod
     def now(cls, view: View) -> ResourceState:
         """The view's free resources at this instant."""
         return cls(view, view.gpu_free_milli.copy(), view.node_free_cpu_milli.copy(), view.node_free_ram_mib.copy(),
                    view.time_s, view.gpu_free_mem_mib.copy(), view.gpu_mig_used.copy(), dict(view.mig_slices))
+
+
+def node_state(view: View, node: int, free_on_node: np.ndarray, node_cpu: np.ndarray,
+               node_ram: np.ndarray) -> ResourceState:
+    """:meth:`ResourceState.on_node` of a state whose free shares on ``node``'s GPUs are ``free_on_node``
+    [milli-GPU] and whose free CPU and RAM per node are ``node_cpu`` and ``node_ram`` (it reads nothing else of
+    that state): every other GPU's free share 0, the memory and MIG occupancy the view's, except that entirely free
+    GPUs hold none."""
+    c = view.cluster
+    first, last = int(c.node_first_gpu[node]), int(c.node_first_gpu[node + 1])
+    free = np.zeros(c.n_gpus, dtype=free_on_node.dtype)
+    free[first:last] = free_on_node
+    whole = np.zeros(c.n_gpus, dtype=bool)
+    whole[first:last] = on = free_on_node == MILLI_PER_GPU
+    node_free_gpus = np.zeros(c.n_nodes, dtype=view.node_free_gpus.dtype)
+    node_free_gpus[node] = n_free = int(on.sum())
+    mem = view.gpu_free_mem_mib.copy()
+    mem[first:last] = np.where(on, c.gpu_memory_mib[first:last], mem[first:last])
+    used = view.gpu_mig_used.astype(np.uint8)
+    used[first:last] = np.where(on, 0, used[first:last])
+    return ResourceState._of(view, free, whole, node_free_gpus, n_free, node_cpu, node_ram, view.time_s, mem, used,
+                             dict(view.mig_slices))
 
 
 def mig_mask(cluster: ClusterSpec, job: Job, gpu: int, used: int) -> int:
