@@ -155,7 +155,7 @@ class HeuristicSelectionEnv(gym.Env):
 
     def step(self, action: int):
         sim = self._require_sim()
-        index = action_index(action, str(self.action_space))
+        index = action_index(action, self.action_space)
         if not 0 <= index < len(self.selection.names):
             raise ConfigError(f"action {index} is outside 0..{len(self.selection.names) - 1}")
         if not sim.done:  # an episode without a contested decision ends at its first step, whatever the action

@@ -57,12 +57,14 @@ def check_keys(data: Any, allowed: Iterable[str], where: str) -> None:
         raise ConfigError(f"{where}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
 
 
-def action_index(action: Any, space: str) -> int:
+def action_index(action: Any, space: object) -> int:
     """``action`` as a Python int when it is an integer (a Python or numpy integer, or a 0-d integer array); else a
     :class:`TypeError` naming the action ``space`` (bools, floats, NaN, strings, None and other shapes included).
 
     The range is not checked here: an env refuses an out-of-range action as it refuses a masked one.
     """
+    if type(action) is int:  # the common case, before the general checks
+        return action
     value = action
     if isinstance(value, np.ndarray):
         if value.shape != () or value.dtype.kind not in "iu":

@@ -7,6 +7,7 @@ unknown keys are a :class:`~envs.core.errors.ConfigError` naming the key.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,17 +127,17 @@ class EnvConfig:
         check_keys(overrides, (f.name for f in dataclasses.fields(self)), "env")
         return dataclasses.replace(self, **overrides)
 
-    @property
+    @functools.cached_property
     def n_starts(self) -> int:
         """K · P: the Start actions, one per (visible slot, placement rule)."""
         return self.slots * len(self.placement_rules)
 
-    @property
+    @functools.cached_property
     def n_preempts(self) -> int:
         """R with ``preemption``, else 0: the Preempt actions, one per visible running slot."""
         return self.running_slots if self.preemption else 0
 
-    @property
+    @functools.cached_property
     def n_actions(self) -> int:
         """K · P Starts, then R Preempts (with ``preemption``), then Wait (the last action)."""
         return self.n_starts + self.n_preempts + 1

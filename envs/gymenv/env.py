@@ -217,7 +217,7 @@ class GPUClusterEnv(gym.Env):
         sim = self._require_sim()
         if sim.done:  # Gymnasium: after terminated, step's behaviour is undefined; here it is an error
             raise RuntimeError("step() after the episode ended (terminated=True): call reset() first")
-        action = action_index(action, str(self.action_space))
+        action = action_index(action, self.action_space)
         try:
             self._apply(action)
         except ActionRefused as refused:  # a masked action: nothing happens, and info says why

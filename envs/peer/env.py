@@ -225,7 +225,7 @@ class PeerSchedEnv(gym.Env):
     def step(self, action: int) -> tuple[dict, float, bool, bool, dict]:
         if self._decision is None:
             raise RuntimeError("step() after the episode ended: call reset()")
-        action = action_index(action, str(self.action_space))
+        action = action_index(action, self.action_space)
         if not 0 <= action < self.action_space.n:
             return self._observe(), 0.0, False, False, {
                 "refused": f"action {action} is outside 0..{self.action_space.n - 1}"}
