@@ -25,8 +25,10 @@ Progress bars (imitation, PPO steps and the latest validation score) go to stder
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import dataclasses
+import itertools
 import os
 import re
 import shutil
@@ -110,11 +112,14 @@ def parse_args(argv: list[str] | None) -> Args:
 
 
 def _field_doc(name: str) -> str:
-    """The docstring under a field of Args (the line after its definition)."""
-    lines = Path(__file__).read_text().splitlines()
-    for i, line in enumerate(lines):
-        if line.strip().startswith(f"{name}:"):
-            return lines[i + 1].strip().strip('"')
+    """The docstring under a field of Args (the string after its definition), on one line."""
+    tree = ast.parse(Path(__file__).read_text())
+    body = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Args").body
+    for field_node, doc in itertools.pairwise(body):
+        if (isinstance(field_node, ast.AnnAssign) and isinstance(field_node.target, ast.Name)
+                and field_node.target.id == name and isinstance(doc, ast.Expr)
+                and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)):
+            return " ".join(doc.value.value.split())
     return ""
 
 

@@ -147,6 +147,15 @@ def test_train_bad_arguments_are_one_line_exit_2(case, capsys):
     assert line == f"train.py: error: {expected}" or (line.startswith("train.py: error: ") and expected in line)
 
 
+def test_train_help_gives_each_option_its_whole_docstring(capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, doc in [(f.name, train._field_doc(f.name)) for f in train.dataclasses.fields(train.Args)]:
+        assert doc and doc in text, name
+    assert "every core with engine vec, whose batches are large)" in text  # a docstring of three lines
+
+
 EXPERIMENT_CASES = {
     "unknown top-level key": ({"total_timestep": 5}, "exp.yaml: total_timestep: unknown key"),
     "missing env id": ({"env_id": None}, "exp.yaml: env_id: input should be a valid string, got None"),
