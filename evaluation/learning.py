@@ -40,7 +40,7 @@ CANDIDATES = (*(f"{order}+{backfill}/{placement}" for order in ORDERS for backfi
                 for placement in ("pack", "topology")), "k8s:mostallocated", "k8s:leastallocated", "slurm")
 """The heuristics the reference is chosen from: six orders × {greedy, EASY} backfilling × {pack, topology}
 placement, kube-scheduler's two NodeResourcesFit profiles, and slurmctld's own scheduler (``slurm``: its main
-loop and backfill cycle with Slurm's defaults, about 7 s a run of the default size on 2 cores)."""
+loop and backfill cycle with Slurm's defaults, about 5 s a run of the default size on 2 cores)."""
 
 PHILLY_TRACE = f"philly:{SHARED_TRACES / 'philly-rfold' / 'philly_trace.csv.gz'}"
 PHILLY_WINDOW = 2000
