@@ -48,6 +48,20 @@ def test_governance_replaces_the_clusters_partitions_and_quotas():
     assert sorted(r.start_time_s for r in log.records) == [0, 100]
 
 
+def test_the_site_example_sets_every_section_on_the_default_cluster():
+    path = ROOT / "configs" / "policies" / "site-example.yaml"
+    config = load_policy_config(str(path))
+    assert config.orders.keys() == {"fairshare", "multifactor", "fairtree"}
+    assert config.make("fairshare+easy").order.fair_share.shares == {"team0": 2, "team1": 2}
+    assert config.make("k8s:mostallocated").profile.gpu_weight == 5
+    assert config.make("slurm").params.conf.priority_type == "priority/multifactor"
+    cluster = config.apply(load_cluster("hetero-64"))
+    assert [p.name for p in cluster.governance.partitions] == ["fast", "all"]
+    assert cluster.governance.quotas.team_limits == {"team7": 64.0}
+    readme = (ROOT / "README.md").read_text()
+    assert "--policy-config configs/policies/site-example.yaml" in readme  # the README's examples use it
+
+
 @pytest.mark.parametrize(("data", "match"), [
     ({"order": {}}, r"cfg.yaml: order: unknown key \(allowed: orders, kubernetes, governance, slurm\)"),
     ({"orders": {"fairshar": {}}}, r"cfg.yaml: orders.fairshar: unknown key"),
