@@ -40,16 +40,16 @@ def whole_node_gang(rule: PlacementRule) -> PlacementRule:
     GPUs each, as ``sbatch -N N --gres=gpu:G/N`` asks (module docstring); None while fewer than N nodes have them."""
     def place(view: View, job: Job) -> np.ndarray | None:
         c = view.cluster
-        n_nodes = math.ceil(job.n_gpus / int(c.node_n_gpus.max()))
-        if job.is_fractional or n_nodes == 1:
+        need = nodes_needed(int(c.node_n_gpus.max()), job)
+        if job.is_fractional or (need is not None and need[1] == 1):
             gpus = rule(view, job)
             if gpus is None:
                 return None
             gpus = np.asarray(gpus)  # nodes hold ascending runs of GPU indices: one node iff its ends agree
             return gpus if c.gpu_node[gpus.min()] == c.gpu_node[gpus.max()] else None
-        if job.n_gpus % n_nodes:
+        if need is None:  # GPUs that do not split evenly over the nodes: the rule alone decides
             return rule(view, job)
-        per_node = job.n_gpus // n_nodes
+        per_node, n_nodes = need
         nodes = np.flatnonzero(usable_gpus_per_node(view, job) >= per_node)[:n_nodes]
         return gather(view, nodes, np.full(n_nodes, per_node)) if len(nodes) == n_nodes else None
     place.shape_of = shape_key_of(rule)  # it reads no more of a job than the rule does: answers shared by shape

@@ -18,6 +18,7 @@ import contextlib
 import cProfile
 import csv
 import datetime
+import functools
 import json
 import os
 import platform
@@ -209,11 +210,11 @@ def latency_profile(gpus: int, policy: str, decisions: int) -> dict[str, Any]:
     from the latency benchmark's snapshot at ``gpus`` (unpickling it not included)."""
     import pickle
 
-    from bench_latency import _apply, latency_cluster, loaded_snapshot
+    from bench_latency import _apply
 
     from baselines.registry import make
 
-    snapshot, _ = _snapshots(gpus, lambda: loaded_snapshot(latency_cluster(gpus), 500))
+    snapshot, _ = _snapshot(gpus)
     sim, chosen = pickle.loads(snapshot), make(policy)
     chosen.reset()
     done = []
@@ -226,13 +227,12 @@ def latency_profile(gpus: int, policy: str, decisions: int) -> dict[str, Any]:
     return {**top_functions(decide), "decisions": len(done)}
 
 
-_SNAPSHOTS: dict[int, Any] = {}
+@functools.lru_cache
+def _snapshot(gpus: int) -> tuple[bytes, dict[str, Any]]:
+    """The latency benchmark's loaded snapshot at ``gpus`` (built once per size)."""
+    from bench_latency import latency_cluster, loaded_snapshot
 
-
-def _snapshots(gpus: int, build: Callable[[], Any]) -> Any:
-    if gpus not in _SNAPSHOTS:
-        _SNAPSHOTS[gpus] = build()
-    return _SNAPSHOTS[gpus]
+    return loaded_snapshot(latency_cluster(gpus), 500)
 
 
 def env_profile() -> dict[str, Any]:
