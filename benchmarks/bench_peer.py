@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baselines.rls import rls_policy  # noqa: E402
+from envs.core.cli import at_least  # noqa: E402
 from envs.peer.engine import PEER_SEED, SEQUENCE_COUNT, SEQUENCE_LENGTH, evaluate_peer, gym_seed_words  # noqa: E402
 from envs.peer.swf import load_swf_peer  # noqa: E402
 
@@ -81,7 +82,7 @@ def peer_wall_s(module: Any, trace: Path, backfill: bool) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=LUBLIN, help="SWF trace (default: lublin_256.swf)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per mode; the median is reported")
+    parser.add_argument("--repeat", type=at_least(1), default=3, help="runs per mode; the median is reported")
     parser.add_argument("--peer-repo", type=Path, help="a checkout of DIR-LAB/deep-batch-scheduler to time beside")
     args = parser.parse_args(argv)
     if not args.trace.is_file():

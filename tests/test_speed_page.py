@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +71,16 @@ def test_the_page_counts_the_goals_and_names_every_missed_profile(speed: Any) ->
     goals = speed.goals(raw)
     assert f"**{sum(g['met'] for g in goals)} of {len(goals)} goals met.**" in text
     assert "### `fcfs+conservative` at 4,096 GPUs" in text and "Not profiled." in text
+
+
+@pytest.mark.parametrize(("content", "says"), [(None, "cannot read"), ('{"x":', "cannot read"),
+                                               ('{"machine": "m"}', "lacks commit, slurm")])
+def test_a_bad_saved_measurement_is_a_one_line_error(tmp_path, content, says):
+    raw = tmp_path / "speed.json"
+    if content is not None:
+        raw.write_text(content)
+    done = subprocess.run([sys.executable, str(ROOT / "docs" / "results" / "speed.py"), "--from-raw", "--raw",
+                           str(raw), "--date", "1999-01-01"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) <= 3  # usage line(s), then the error
+    assert done.stderr.strip().splitlines()[-1].startswith("speed.py: error: argument --raw:") and says in done.stderr
+    assert not (ROOT / "docs" / "results" / "1999-01-01-speed.md").exists()

@@ -463,6 +463,23 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}"
 
 
+RAW_KEYS = ("machine", "commit", "slurm", "latency", "rlscheduler", "vec", "env", "peer", "simulator")
+"""What a saved measurement holds (``profiles`` besides, once profiled)."""
+
+
+def _read_raw(path: Path, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """The measurements saved in ``path``; a one-line usage error when it is missing, not JSON or incomplete."""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        parser.error(f"argument --raw: cannot read {path}: {exc}")
+    missing = [key for key in RAW_KEYS if key not in raw] if isinstance(raw, dict) else list(RAW_KEYS)
+    if missing:
+        parser.error(f"argument --raw: {path} lacks {', '.join(missing)} (an interrupted measurement? run without "
+                     "--from-raw)")
+    return raw
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--date", default=datetime.date.today().isoformat(), help="the page's date (YYYY-MM-DD)")
@@ -475,7 +492,7 @@ def main() -> int:
     if args.reprofile and not args.from_raw:
         parser.error("argument --reprofile: needs --from-raw")
     if args.from_raw:
-        raw = json.loads(args.raw.read_text())
+        raw = _read_raw(args.raw, parser)
         if args.reprofile:
             raw["profiles"] = profiles(raw, [g["profile"] for g in goals(raw) if not g["met"]])
             write_text_atomically(args.raw, json.dumps(raw, indent=1) + "\n")
