@@ -36,6 +36,10 @@ class Interruptions(NamedTuple):
     lost_failure_gpu_s: float  # progress lost to failures [GPU-seconds]
     lost_preemption_gpu_s: float  # progress lost to preemptions [GPU-seconds]
     runs: tuple[tuple[float, float], ...] = ()  # (start, end) of each run, in order [s]: when it held GPUs
+    # of each interrupted run (every run a preemption or failure ended: a COMPLETED job's runs but its last, a FAILED
+    # job's all), in order: the GPUs it held (global indices) and what ended it ("preemption" or "failure")
+    run_gpus: tuple[tuple[int, ...], ...] = ()
+    run_ends: tuple[str, ...] = ()
 
 
 class JobRecord(NamedTuple):

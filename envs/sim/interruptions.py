@@ -135,6 +135,8 @@ class Interruptions:
         history.held_s += elapsed
         history.last_run_s, history.last_end_s = elapsed, now
         history.runs.append((running.start_time_s, now))
+        history.run_gpus.append(tuple(map(int, running.gpus)))
+        history.run_ends.append("preemption" if preempted else "failure")
         history.overhead_gpu_s += share * paid
         if preempted:
             history.preemptions += 1

@@ -45,13 +45,15 @@ class JobHistory:
     failures: int = 0  # runs ended by a failure
     preemptions: int = 0  # runs ended by a preemption
     runs: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of each ended run [s]
+    run_gpus: list[tuple[int, ...]] = field(default_factory=list)  # GPUs (global indices) of each ended run
+    run_ends: list[str] = field(default_factory=list)  # what ended each ended run: "preemption" or "failure"
 
     def freeze(self, held_s: float, last_run: tuple[float, float] | None = None) -> Interruptions:
         """The record of these runs for the job log, ``held_s`` the time held over all runs [s], ``last_run`` the
         (start, end) of a final run that completed the job [s]."""
         runs = (*self.runs, last_run) if last_run is not None else tuple(self.runs)
         return Interruptions(self.failures, self.preemptions, held_s, self.overhead_gpu_s, self.lost_failure_gpu_s,
-                             self.lost_preemption_gpu_s, runs)
+                             self.lost_preemption_gpu_s, runs, tuple(self.run_gpus), tuple(self.run_ends))
 
 
 class SimState:
