@@ -13,7 +13,8 @@ lists them), a model's RUN/model.zip, or rls:RUN/model.zip[+ORDER@RATIO] for a p
 (``--scenario``): names under configs/scenarios (none, low, high, outages, flaky) or YAML paths; each run draws its
 failures and outages from its seed, so every policy of one seed meets the same ones. Every name, workload, cluster,
 model file and the run folder are checked before the first run. The run folder (``--out``, default
-``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json and the plots; each run's row is kept there as
+``runs/eval-SUITE-TIME``) gets results.csv, timing.csv, summary.json, run.json, the plots and report.html (open it in
+a browser; ``python -m evaluation.report RUN`` writes it again); each run's row is kept there as
 it finishes (``runs.jsonl``), so an interrupted evaluation loses nothing and a rerun into the same folder only runs
 what is missing, or whose input files or code changed.
 """
@@ -24,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -42,6 +44,8 @@ from envs.scenario import load_trace_once, trace_spec
 from envs.workload.table import LOAD_FACTORS
 from evaluation.aggregate import DEFAULT_TABLE_KEYS, markdown_table
 from evaluation.backends import BACKENDS, Result, execute
+from evaluation.batsim import write_batsim
+from evaluation.labels import policy_labels
 from evaluation.learning import (
     CANDIDATES,
     CASES,
@@ -52,14 +56,13 @@ from evaluation.learning import (
     validation_ranking,
 )
 from evaluation.paired import paired_comparison, paired_table, stratified_iqm
-from evaluation.provenance import run_inputs
+from evaluation.provenance import run_inputs, run_provenance
+from evaluation.records import RUNS_FILE, read_records
 from evaluation.report import write_run_folder
 from evaluation.runner import RunSpec, check, rejection_text
 from evaluation.suites import SUITES, suite_specs
 
 LEARNING_SUITE = "learning"
-RUNS_FILE = "runs.jsonl"
-"""One JSON line per finished run (row, trace, timing), appended as each run finishes."""
 
 
 MAX_SEED = 2**63 - 1
@@ -134,8 +137,12 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     parser.add_argument("--ray-address", help="address of an existing Ray cluster (backend ray)")
     parser.add_argument("--out", type=Path, help="run folder (default runs/eval-SUITE-TIME); the runs it already "
                         "holds are not run again")
-    parser.add_argument("--no-plots", action="store_true", help="skip the plots")
-    parser.add_argument("--json", action="store_true", help="print summary.json to stdout and nothing else")
+    parser.add_argument("--export", choices=("batsim",), help="also write each run's jobs for other tools: batsim, "
+                        "Batsim's _jobs.csv columns (evalys reads them) in RUN/batsim/ (evaluation/batsim.py)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the plots and report.html")
+    parser.add_argument("--json", action="store_true", help="print the results as one JSON document and nothing "
+                        "else: the summary entries (per policy and case: metrics and their 95%% intervals) under "
+                        "results, beside run.json's fields")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of its line")
     args = parser.parse_args(argv)
     if args.ray_address and args.backend != "ray":
@@ -144,7 +151,9 @@ def parse_args(argv: Sequence[str] | None) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    args.argv = argv
     return run_cli("evaluate.py", lambda: evaluate(args), args.debug)
 
 
@@ -186,48 +195,6 @@ def prepare_out(out: Path) -> None:
             pass
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
-
-
-def read_records(out: Path) -> dict[str, Result]:
-    """The finished runs a run folder holds, by run key. A last line cut short (a killed run, a full disk) is cut
-    off the file, so that the next record starts on a line of its own; any other line that is not a record (not
-    JSON, not an object with a key list and row, trace and timing objects) is skipped with a one-line warning."""
-    records: dict[str, Result] = {}
-    path = out / RUNS_FILE
-    if not path.is_file():
-        return records
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        kept = data.rfind(b"\n") + 1
-        with path.open("r+b") as handle:
-            handle.truncate(kept)
-        print(f"evaluate.py: warning: {path}: removed a last record cut short ({len(data) - kept} bytes)",
-              file=sys.stderr)
-        data = data[:kept]
-    bad = []
-    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        record = _record(line)
-        if record is None:
-            bad.append(number)
-            continue
-        records[json.dumps(record["key"])] = (record["row"], record["trace"], record["timing"])
-    if bad:
-        print(f"evaluate.py: warning: {path}: skipped {len(bad)} line(s) that are not run records (line "
-              f"{', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''})", file=sys.stderr)
-    return records
-
-
-def _record(line: str) -> dict[str, Any] | None:
-    """The run record on a line of ``runs.jsonl``, or None when the line is not one."""
-    try:
-        record = json.loads(line)
-    except (json.JSONDecodeError, RecursionError):
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("key"), list):
-        return None
-    return record if all(isinstance(record.get(k), dict) for k in ("row", "trace", "timing")) else None
 
 
 def run_all(specs: Sequence[RunSpec], out: Path, args: Any) -> list[Result]:
@@ -309,24 +276,31 @@ def evaluate_specs(specs: Sequence[RunSpec], out: Path, args: Any) -> int:
     traces = [trace for _, trace, _ in results]
     timings = [{"policy": row["policy"], "workload": row["workload"], "seed": row["seed"], **timing}
                for row, _, timing in results]
-    plots = not args.no_plots
-    try:
-        summary, figures = write_run_folder(out, rows, traces, timings, plots, args.metrics_window, skipped)
-    except ImportError as exc:  # matplotlib missing: keep the tables, say how to get the plots
-        print(f"evaluate.py: no plots: {exc}", file=sys.stderr)
-        summary, figures = write_run_folder(out, rows, traces, timings, False, args.metrics_window, skipped)
+    command = shlex.join(["python", "evaluate.py", *args.argv])
+    provenance = run_provenance(specs, command, [json.dumps(run_key(spec)) for spec in specs])
+    summary, figures = write_run_folder(out, rows, traces, timings, not args.no_plots, args.metrics_window, skipped,
+                                        provenance)
+    if args.export == "batsim":
+        exported, left_out = write_batsim(out / "batsim", traces)
+        print(f"evaluate.py: wrote {len(exported)} Batsim _jobs.csv files in {out / 'batsim'}"
+              + (f" ({left_out:,} rejected jobs left out: they never ran)" if left_out else ""), file=sys.stderr)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(markdown_table(summary["results"], (*DEFAULT_TABLE_KEYS, "n_rejected") if any_rejected
-                         else DEFAULT_TABLE_KEYS))
+    labels = policy_labels([entry["policy"] for entry in summary["results"]])
+    print(markdown_table([{**entry, "policy": labels[entry["policy"]]} for entry in summary["results"]],
+                         (*DEFAULT_TABLE_KEYS, "n_rejected") if any_rejected else DEFAULT_TABLE_KEYS))
+    models = [f"{label} = {name}" for name, label in labels.items() if label != name]
+    if models:
+        print(f"\nmodels: {'; '.join(models)}")
     if args.metrics_window != WHOLE_RUN:
         head, tail = args.metrics_window
         print(f"\nsteady state (--metrics-window): the first {head * 100:g}% and the last {tail * 100:g}% of the "
               "jobs by submit time left out; GPU time counted between the first and the last kept submit")
-    latency = ", ".join(f"{p} {v['p50']:.0f}/{v['p99']:.0f}" for p, v in summary["decision_latency_us"].items())
+    latency = ", ".join(f"{labels.get(p, p)} {v['p50']:.0f}/{v['p99']:.0f}"
+                        for p, v in summary["decision_latency_us"].items())
     print(f"\ndecision latency p50/p99 [µs]: {latency}")
-    print(f"run folder: {out} (results.csv, timing.csv, summary.json, {RUNS_FILE}{', ' if figures else ''}"
+    print(f"run folder: {out} (results.csv, timing.csv, summary.json, run.json, {RUNS_FILE}{', ' if figures else ''}"
           f"{', '.join(f.name for f in figures)})")
     return 0
 
@@ -391,7 +365,10 @@ def learning_runs(cases: Sequence[Any], candidates: list[str], labels: list[str]
     write_text_atomically(out / "learning.json", json.dumps(summary, indent=2))
     timings = [{"policy": row["policy"], "workload": row["workload"], "seed": row["seed"], **timing}
                for row, (_, _, timing) in zip(rows, results, strict=True)]
-    write_run_folder(out, rows, [trace for _, trace, _ in results], timings, False, STEADY_STATE)
+    provenance = run_provenance([*validation, *test], shlex.join(["python", "evaluate.py", *args.argv]),
+                                [json.dumps(run_key(spec)) for spec in test])
+    write_run_folder(out, rows, [trace for _, trace, _ in results], timings, False, STEADY_STATE,
+                     provenance=provenance)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

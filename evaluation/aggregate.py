@@ -24,8 +24,11 @@ import numpy as np
 
 from envs.core.metrics import METRIC_DOCS
 
-ID_KEYS = ("policy", "workload", "cluster", "seed", "load", "metrics_window")
-"""Keys of a row that identify the run; every other key is a numeric metric. ``metrics_window`` (``"HEAD,TAIL"``,
+ID_KEYS = ("policy", "workload", "cluster", "seed", "load", "scenario", "window", "metrics_window")
+"""Keys of a row that identify the run; every other key is a numeric metric. ``workload`` names the case in tables
+(the workload with its window, load and scenario folded in: ``philly[0:1024]@1.5 (high)``); ``scenario`` (the
+dynamics scenario, ``none`` without failures or outages) and ``window`` (``FIRST:END`` job indices of a trace, ""
+for a whole workload) are its parts as columns of their own. ``metrics_window`` (``"HEAD,TAIL"``,
 the fractions of the jobs the metrics left out at each end) is there only in the rows of a steady-state window."""
 
 CI_LEVEL = 0.95
@@ -48,6 +51,9 @@ SUMMARY_FIELDS_DOC: dict[str, str] = {
     "policy": "policy name",
     "workload": "workload name",
     "cluster": "cluster name (of the group's first row)",
+    "load": "load factor of the rows, None when they differ [dimensionless]",
+    "scenario": "dynamics scenario of the rows (none: no failures or outages), None when they differ",
+    "window": "trace window of the rows, FIRST:END job indices ('' : the whole workload), None when they differ",
     "n_seeds": "number of rows (runs) aggregated [count]",
     "metrics": "mean over the rows of every metric key (see METRIC_KEYS_DOC for units)",
     "ci95": "[low, high] percentile-bootstrap 95 % confidence interval of each mean, in the metric's unit",
@@ -98,6 +104,16 @@ def bootstrap_ci(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> n
     return np.stack([np.clip(low, lo, hi), np.clip(high, lo, hi)], axis=1)
 
 
+CASE_PARTS = ("load", "scenario", "window")
+"""The parts of a case (a row's ``workload``) that a summary entry carries as fields of their own."""
+
+
+def _common(rows: Sequence[Mapping[str, Any]], key: str) -> Any:
+    """The value of ``key`` in every row, or None when the rows differ."""
+    values = {row.get(key) for row in rows}
+    return values.pop() if len(values) == 1 else None
+
+
 def _check_unique(rows: Sequence[Mapping[str, Any]]) -> None:
     """Two rows for the same (policy, workload, seed, load) would be averaged as if they were different seeds."""
     seen: set[tuple[Any, ...]] = set()
@@ -111,9 +127,10 @@ def _check_unique(rows: Sequence[Mapping[str, Any]]) -> None:
 def aggregate(rows: Iterable[Mapping[str, Any]], n_boot: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
     """One summary entry per (policy, workload) of ``rows``, in first-appearance order (module docstring).
 
-    Each entry is ``{"policy", "workload", "cluster", "n_seeds", "metrics": {key: mean}, "ci95": {key: [low,
-    high]}}`` (:data:`SUMMARY_FIELDS_DOC`); the means and bounds are floats in the metric's unit. Deterministic for
-    a given ``seed``. Rows of different loads are pooled: give each load its own workload name to keep them apart.
+    Each entry is ``{"policy", "workload", "cluster", "load", "scenario", "window", "n_seeds", "metrics": {key:
+    mean}, "ci95": {key: [low, high]}}`` (:data:`SUMMARY_FIELDS_DOC`; the case's parts where the rows have them); the
+    means and bounds are floats in the metric's unit. Deterministic for a given ``seed``. Rows of different loads are
+    pooled: give each load its own workload name to keep them apart.
     """
     if n_boot < 1:
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
@@ -129,6 +146,7 @@ def aggregate(rows: Iterable[Mapping[str, Any]], n_boot: int = 2000, seed: int =
                 "policy": policy,
                 "workload": workload,
                 "cluster": group[0].get("cluster", ""),
+                **{key: _common(group, key) for key in CASE_PARTS if key in group[0]},
                 "n_seeds": len(group),
                 "metrics": {key: float(mean) for key, mean in zip(keys, values.mean(axis=0), strict=True)},
                 "ci95": {key: [float(low), float(high)] for key, (low, high) in zip(keys, ci, strict=True)},

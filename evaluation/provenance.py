@@ -16,6 +16,8 @@ own (no cluster given) is not digested.
 from __future__ import annotations
 
 import hashlib
+import subprocess
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -116,3 +118,29 @@ def run_inputs(spec: Any) -> dict[str, Any]:
     an :class:`~evaluation.runner.RunSpec`."""
     files = named_files(spec.workload, spec.cluster, spec.dynamics, spec.policy_config, spec.policy)
     return {"files": {path: file_digest(path) for path in files}, "code": code_version()}
+
+
+def git_commit(root: Path) -> str | None:
+    """The git commit checked out at ``root``, with ``-dirty`` when tracked files differ from it; None outside a git
+    checkout or without git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode or dirty.returncode:
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def run_provenance(specs: Sequence[Any], command: str, keys: Sequence[str]) -> dict[str, Any]:
+    """What an evaluation was, for run.json and the report: the ``command`` line, the code version
+    (:func:`code_version`) and git commit of the project, every input file with its SHA-256, the seeds, and the
+    ``keys`` of its runs in runs.jsonl (``evaluate.run_key``, as JSON text), in spec order."""
+    inputs: dict[str, str] = {}
+    for spec in specs:
+        inputs.update(run_inputs(spec)["files"])
+    return {"command": command, "code_version": code_version(),
+            "git_commit": git_commit(Path(str(resources.files("evaluation"))).parent),
+            "inputs": inputs, "seeds": sorted({spec.seed for spec in specs}), "run_keys": list(keys)}

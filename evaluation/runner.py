@@ -32,10 +32,7 @@ from envs.peer.swf import PeerTrace, peer_trace_once
 from envs.scenario import plan, scenario, trace_spec, training_streams
 from envs.sim import Action, Policy, View, simulate
 from envs.workload.futures import FutureModel
-
-GANTT_MAX_JOBS = 300
-"""Runs with at most this many jobs keep per-job GPU intervals for a Gantt chart."""
-
+from evaluation.jobs import job_table
 
 
 @dataclass(frozen=True)
@@ -76,10 +73,15 @@ class RunSpec:
             return self.label
         trace = trace_spec(self.workload)
         name = trace.name if trace is not None else self.workload
-        window = f"[{self.window[0]}:{self.window[0] + self.window[1]}]" if self.window else ""
+        window = f"[{self.window_label}]" if self.window else ""
         load = f"@{self.load:g}" if self.load != 1.0 else ""
         dynamics = f" ({self.dynamics_label})" if self.dynamics != NO_DYNAMICS else ""
         return f"{name}{window}{load}{dynamics}"
+
+    @property
+    def window_label(self) -> str:
+        """The trace window in result tables, ``FIRST:END`` (job indices, end excluded); "" for a whole workload."""
+        return f"{self.window[0]}:{self.window[0] + self.window[1]}" if self.window else ""
 
     @property
     def dynamics_label(self) -> str:
@@ -120,7 +122,8 @@ def run(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]
         latencies = policy.latencies_s
     p50, p99 = np.percentile(latencies, [50, 99]) * 1e6 if latencies else (0.0, 0.0)
     row = {"policy": spec.policy, "workload": spec.workload_label, "cluster": log.cluster_name, "seed": spec.seed,
-           "load": spec.load, **_window_column(spec), **summarize(log, spec.metrics_window)}
+           "load": spec.load, "scenario": spec.dynamics_label, "window": spec.window_label, **_window_column(spec),
+           **summarize(log, spec.metrics_window)}
     rejected = log.rejected()
     if rejected and len(rejected) == len(log.records):  # counted over the whole run, whatever the metrics window
         reasons = Counter(f"rejected_{r.reject_reason.name.lower()}" for r in rejected)
@@ -260,24 +263,17 @@ def _run_peer_heuristic(name: str, jobs: Any, trace: PeerTrace) -> tuple[Any, li
     return run_sequence(jobs, trace.machine, choose, backfill, latencies), latencies
 
 
-def _held(record: Any) -> tuple[tuple[float, float], ...]:
-    """The (start, end) intervals in which a completed job held GPUs [s]: each of its runs, not the span from its
-    first start to its end (a preempted job waited in between)."""
-    if record.interruptions is not None and record.interruptions.runs:
-        return record.interruptions.runs
-    return ((record.start_time_s, record.finish_time_s),)
-
-
 def _trace(spec: RunSpec, row: dict[str, Any], log: JobLog) -> dict[str, Any]:
-    """The plots' per-job data: the waits of the jobs the metrics window keeps (all, for the whole run), and every
-    job's GPU intervals for utilization over time and the Gantt chart."""
-    done = log.completed()
-    gantt = [[r.job.job_id, r.start_time_s, r.finish_time_s, list(r.gpus)] for r in done] \
-        if len(done) <= GANTT_MAX_JOBS and all(len(r.gpus) for r in done) else []
+    """The plots' and the report's per-job data: the waits of the jobs the metrics window keeps (all, for the whole
+    run), the [start, end, GPU share] of each run of a completed job (utilization over time: a preempted job
+    waited between its runs) and the job table (:mod:`evaluation.jobs`: the Gantt charts, the exports)."""
     kept = window_records(log, spec.metrics_window)[0]
+    jobs = job_table(log)
     return {
         "policy": row["policy"], "workload": row["workload"], "seed": spec.seed, "total_gpus": log.total_gpus,
         "wait_s": [r.wait_s for r in kept if r.state is JobState.COMPLETED],
-        "intervals": [[start, end, r.job.gpu_share] for r in done for start, end in _held(r)],
-        "gantt": gantt,
+        "intervals": [[start, end, share] for state, share, runs in zip(jobs["state"], jobs["gpu_share"], jobs["runs"],
+                                                                         strict=True)
+                      if state == "completed" for start, end in runs],
+        "jobs": jobs,
     }

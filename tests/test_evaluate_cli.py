@@ -144,7 +144,7 @@ def test_metrics_window_is_recorded_and_a_rerun_with_another_window_computes_aga
     evaluate(*SMALL, "--out", str(out), "--no-plots")
     whole = list(csv.DictReader((out / "results.csv").open()))
     assert "metrics_window" not in whole[0]  # the whole run's rows are as they were
-    assert json.loads((out / "summary.json").read_text())["metrics_window"] == [0.0, 0.0]
+    assert json.loads((out / "run.json").read_text())["metrics_window"] == [0.0, 0.0]
 
     done = evaluate(*SMALL, "--out", str(out), "--no-plots", "--metrics-window", "0.1")
     assert "already in" not in done.stderr and "steady state (--metrics-window): the first 10%" in done.stdout
@@ -152,7 +152,7 @@ def test_metrics_window_is_recorded_and_a_rerun_with_another_window_computes_aga
     assert [r["metrics_window"] for r in steady] == ["0.1,0.1"] * 4
     assert all(int(s["n_jobs"]) == int(w["n_jobs"]) * 8 // 10 for s, w in zip(steady, whole, strict=True))
     assert [s["mean_wait_s"] for s in steady] != [w["mean_wait_s"] for w in whole]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "run.json").read_text())
     assert summary["metrics_window"] == [0.1, 0.1] and "kept jobs" in summary["window_docs"]["mean_wait_s"]
 
     again = evaluate(*SMALL, "--out", str(out), "--no-plots", "--metrics-window", "0.1,0.1")

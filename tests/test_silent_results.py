@@ -3,12 +3,12 @@ error, and the utilization over time never exceeds the cluster."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 from paths import ROOT
 
+from evaluation.report import read_summary
 from evaluation.runner import RunSpec, run
 
 SWF = "{id} {submit} -1 100 {procs} -1 -1 {procs} 100 -1 1 1 1 -1 1 -1 -1 -1"
@@ -37,7 +37,7 @@ def test_rejected_jobs_and_skipped_records_are_said_and_counted(tmp_path):
     assert "1 trace records skipped (zero_runtime 1)" in done.stderr
     assert "1 of 2 jobs were rejected at submission, in 1 of 1 runs (too_many_gpus 1)" in done.stderr
     assert "n_rejected" in done.stdout.splitlines()[0]  # the table shows the column when a job was rejected
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    summary = read_summary(tmp_path / "out")
     assert list(summary["skipped_records"].values()) == [{"zero_runtime": 1}]
     metrics = summary["results"][0]["metrics"]
     assert metrics["n_rejected"] == 1 and metrics["rejected_too_many_gpus"] == 1

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shutil
 import subprocess
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from envs.core.files import write_atomically  # noqa: E402
 from evaluation.aggregate import comparison_table, markdown_table  # noqa: E402
+from evaluation.report import read_summary  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FIGURES = ("wait_cdf", "bars")
@@ -48,13 +48,14 @@ def replace_atomically(source: Path, target: Path) -> None:
 
 
 def run_evaluate(out: Path, *args: str) -> dict:
-    """The summary.json of ``python evaluate.py --out OUT ARGS``; RuntimeError with its error line if it fails."""
+    """The summary document of ``python evaluate.py --out OUT ARGS`` (:func:`evaluation.report.read_summary`);
+    RuntimeError with its error line if it fails."""
     done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--out", str(out), *args], cwd=ROOT,
                           capture_output=True, text=True)
     if done.returncode:
         lines = done.stderr.strip().splitlines()
         raise RuntimeError(lines[-1] if lines else f"evaluate.py failed with exit status {done.returncode}")
-    return json.loads((out / "summary.json").read_text())
+    return read_summary(out)
 
 
 def steady_state_summaries(out: Path, *args: str, window: str = STEADY_WINDOW) -> tuple[dict, dict]:

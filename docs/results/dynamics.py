@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from envs.core.dynamics import load_dynamics  # noqa: E402
 from envs.core.files import write_text_atomically  # noqa: E402
 from envs.scenario import scenario  # noqa: E402
 from evaluation.aggregate import markdown_table  # noqa: E402
+from evaluation.report import read_summary  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("fcfs+easy", "sjf+easy", "priority+easy/pack+preempt", "tiresias")
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             lines = done.stderr.strip().splitlines()
             print(lines[-1] if lines else "evaluate.py failed", file=sys.stderr)
             return done.returncode
-        summary = json.loads((out / "summary.json").read_text())
+        summary = read_summary(out)
         text = Path(tmp) / "page.md"
         text.write_text(page(args.date, summary, args.seeds, args.workers))
         target = HERE / f"{args.date}-dynamics.md"
