@@ -7,6 +7,7 @@
     python train.py --run-dir runs/smoke --resume          # continue a run (killed or finished) to its total
     python train.py --run-dir runs/smoke --resume --total-timesteps 8000   # ... or to a new total
     python train.py --config configs/experiments/lublin.yaml --set backfill=true --set sampling=outside_test
+    python train.py --sweep configs/sweeps/seeds-lr.yaml  # seeds × learning rates on Ray Tune (agents.sweep)
 
 The run folder holds the resolved config (config.yaml), the model (model.zip), the best model on the periodic
 validation episodes (best_model.zip, its score in best_model.json), TensorBoard events (tb/), checkpoints (a warm
@@ -28,20 +29,25 @@ import argparse
 import ast
 import contextlib
 import dataclasses
+import functools
 import itertools
 import os
 import re
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from envs.core.cli import ArgumentParser, at_least, run_cli
 from envs.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agents.sweep import TrialRun
 
 ROOT = Path(__file__).resolve().parent
 BEST_MODEL = "best_model.zip"
@@ -56,6 +62,10 @@ class Args:
 
     config: Path = ROOT / "configs" / "experiments" / "default.yaml"
     """experiment YAML (env id, env overrides, PPO settings, evaluation)"""
+    sweep: Path | None = None
+    """sweep YAML (configs/sweeps/): train the experiment once per trial (the file's seeds × settings of ppo. and
+    env. keys, early stopping if it asks) on local Ray Tune, each trial a run folder in the sweep folder (--run-dir,
+    default runs/sweep-SWEEP__EXPERIMENT), then summary tables; rerun the same command to continue a killed sweep"""
     total_timesteps: int | None = None
     """environment steps the run trains to (default: the config's; with --resume, a new total)"""
     device: str = "auto"
@@ -106,6 +116,11 @@ def parse_args(argv: list[str] | None) -> Args:
     args = Args(**vars(parser.parse_args(argv)))
     if args.resume and args.run_dir is None:
         parser.error("argument --resume: needs --run-dir (the run to continue)")
+    if args.sweep is not None and (args.resume or args.overwrite):
+        parser.error("argument --sweep: not allowed with --resume or --overwrite (rerun a sweep to continue it)")
+    given = sys.argv[1:] if argv is None else argv
+    if args.sweep is not None and any(a == "--seed" or a.startswith("--seed=") for a in given):
+        parser.error("argument --seed: not allowed with --sweep (the sweep file's seeds are the trials' seeds)")
     if args.resume and args.overwrite:
         parser.error("argument --overwrite: not allowed with --resume (one continues the run, the other clears it)")
     return args
@@ -125,7 +140,7 @@ def _field_doc(name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    return run_cli("train.py", lambda: held_train(args), args.debug)
+    return run_cli("train.py", lambda: held_train(args) if args.sweep is None else sweep(args), args.debug)
 
 
 def resolve_device(text: str) -> str:
@@ -204,8 +219,10 @@ def resume_source(run_dir: Path) -> Path:
     return steps[max(steps)]
 
 
-def train(args: Args, stack: contextlib.ExitStack) -> int:
-    """The training run ``args`` ask for, its run folder held while ``stack`` is open; the exit status."""
+def train(args: Args, stack: contextlib.ExitStack,
+          on_validation: Callable[[int, dict[str, float]], None] | None = None) -> int:
+    """The training run ``args`` ask for, its run folder held while ``stack`` is open (``on_validation``: handed
+    each validation, :class:`agents.callbacks.EvalScalars`); the exit status."""
     import gymnasium as gym
     import torch
 
@@ -276,7 +293,8 @@ def train(args: Args, stack: contextlib.ExitStack) -> int:
         warm_start = checkpoint_path(run_dir, 0)  # a resumed run keeps the warm start
         warm_start.parent.mkdir(exist_ok=True)
         save_model(model, warm_start)
-    callbacks = _callbacks(resolved, env_id, env_overrides, run_dir, n_envs, args.resume, args.progress)
+    callbacks = _callbacks(resolved, env_id, env_overrides, run_dir, n_envs, args.resume, args.progress,
+                           on_validation)
     start, t0 = model.num_timesteps, time.perf_counter()
     if total > start and batched is not None:
         BatchedPPO(model, batched, seed).learn(total, callback=callbacks, tb_log_name="ppo")
@@ -300,6 +318,33 @@ def train(args: Args, stack: contextlib.ExitStack) -> int:
         print(f"train.py: error: the final evaluation failed (exit status {status}); the model is saved",
               file=sys.stderr)
     return status
+
+
+def sweep(args: Args) -> int:
+    """The sweep of ``--sweep`` (:mod:`agents.sweep`) over the experiment of ``--config`` (``--set`` and
+    ``--total-timesteps`` applied to every trial) in ``--run-dir`` or ``runs/sweep-SWEEP__EXPERIMENT``; 0 when
+    every trial finished or was stopped early."""
+    from agents.sweep import read_sweep, run_sweep
+
+    plan = read_sweep(args.sweep, args.config, args.set, args.total_timesteps)
+    folder = args.run_dir or ROOT / "runs" / f"sweep-{args.sweep.stem}__{args.config.stem}"
+    return run_sweep(plan, folder, functools.partial(sweep_trial, args))
+
+
+def sweep_trial(args: Args, trial: TrialRun) -> int:
+    """One trial of a sweep (:class:`agents.sweep.TrialRun`): this command's options, the trial's experiment, seed
+    and run folder (continued when it holds a checkpoint or a model, else started afresh), threads as its CPUs
+    unless ``--threads``, device (with ``--device auto``) cuda when it holds a GPU share, else cpu; no progress
+    bars."""
+    from agents.model_file import checkpoints
+
+    started = (trial.run_dir / "model.zip").is_file() or bool(checkpoints(trial.run_dir))
+    device = args.device if args.device != "auto" else "cuda" if trial.gpu else "cpu"
+    run = dataclasses.replace(args, config=trial.experiment, sweep=None, seed=trial.seed, run_dir=trial.run_dir,
+                              resume=started, overwrite=not started, set=[], progress=False, device=device,
+                              threads=args.threads or max(1, int(trial.cpus)))
+    with contextlib.ExitStack() as stack:
+        return train(run, stack, trial.report)
 
 
 def train_recipe_run(args: Args, config: dict[str, Any], stack: contextlib.ExitStack) -> int:
@@ -402,7 +447,8 @@ def resolve_teacher(name: str) -> str:
 
 
 def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any], run_dir: Path,
-               n_envs: int, resume: bool, progress: bool = False) -> list[Any]:
+               n_envs: int, resume: bool, progress: bool = False,
+               on_validation: Callable[[int, dict[str, float]], None] | None = None) -> list[Any]:
     """Periodic evaluation scalars (beside the best heuristic), checkpoints and the progress bar, as the config's
     ``train`` asks; checkpoints default to one per rollout, so a killed run loses at most one rollout of work. Both
     engines call them once per step of their ``n_envs`` envs (clusters)."""
@@ -416,7 +462,8 @@ def _callbacks(config: dict[str, Any], env_id: str, env_overrides: dict[str, Any
         eval_env = {**env_overrides, **(train.get("eval_env") or {})}  # validation episodes may differ in size
         validation = EvalScalars(env_id, eval_env, train.get("eval_seeds", [2000, 2001]),
                                  (config.get("eval") or {}).get("heuristics", ["fifo"]),
-                                 max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL, resume)
+                                 max(1, int(train["eval_every_steps"]) // n_envs), run_dir / BEST_MODEL, resume,
+                                 on_validation)
         callbacks.append(validation)
     rollout = int((config.get("ppo") or {}).get("n_steps", PPO_DEFAULTS["n_steps"])) * n_envs
     every = int(train.get("checkpoint_every_steps", rollout))
@@ -475,13 +522,23 @@ def _final_evaluation(spec: dict[str, Any], env_id: str, env: dict[str, Any]) ->
 
 def _evaluate(final: FinalEvaluation, model_path: Path, run_dir: Path) -> int:
     """The final evaluation table: the model (and the best one on validation episodes, when periodic evaluation
-    saved one) beside the config's heuristics on held-out episodes; evaluate.py's exit status."""
+    saved one) beside the config's heuristics on held-out episodes, with its plots and report in eval/; then the run
+    folder's report.html (learning curves beside that table, :mod:`evaluation.training_report`); evaluate.py's exit
+    status."""
     from evaluate import main as evaluate_main
 
     models = [str(p) for p in (model_path, run_dir / BEST_MODEL) if p.exists()]
     names = [f"rls:{m}{d}" for m in models for d in ["", *final.decodings]] if final.peer else models
-    return evaluate_main([*final.argv, "--policies", ",".join([*names, *final.heuristics]),
-                          "--out", str(run_dir / "eval"), "--no-plots", "--workers", "1"])
+    status = evaluate_main([*final.argv, "--policies", ",".join([*names, *final.heuristics]),
+                            "--out", str(run_dir / "eval"), "--workers", "1"])
+    if status == 0:
+        try:
+            from evaluation.report import write_training_page
+
+            print(f"training report: {write_training_page(run_dir)}")
+        except ImportError as exc:  # plotly missing: the tables are there, say how to get the page
+            print(f"train.py: no report.html: {exc}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

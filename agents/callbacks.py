@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import gymnasium as gym
@@ -43,11 +43,15 @@ class EvalScalars(BaseCallback):
     With ``best_path``, the model is saved there whenever its first key is the lowest so far (validation); the
     model as training starts (a warm start, a resumed run) is evaluated too, so fine-tuning that only makes it worse
     leaves it as the best model. The best score is kept beside it (``best_model.json``: metric, value, step), and a
-    resumed run (``resume=True``) starts from it, so it replaces the best model only with a better one."""
+    resumed run (``resume=True``) starts from it, so it replaces the best model only with a better one. With
+    ``on_validation``, each validation is also handed to it as ``(steps, metrics)`` (the first metric ranks; a sweep
+    reports it to Ray Tune, whose early stopping may end the run there) once the best model is saved."""
 
     def __init__(self, env_id: str, env_overrides: dict, seeds: Sequence[int], heuristics: Sequence[str],
-                 eval_freq: int, best_path: Path | None = None, resume: bool = False) -> None:
+                 eval_freq: int, best_path: Path | None = None, resume: bool = False,
+                 on_validation: Callable[[int, dict[str, float]], None] | None = None) -> None:
         super().__init__()
+        self.on_validation = on_validation
         self.env = gym.make(env_id, **env_overrides)
         self.seeds, self.heuristics, self.eval_freq = list(seeds), list(heuristics), eval_freq
         self.best_path, self.best_value = best_path, np.inf
@@ -82,7 +86,8 @@ class EvalScalars(BaseCallback):
         return True
 
     def _validate(self) -> None:
-        """Evaluate the model now, log it beside the best heuristic and keep it if it is the best so far."""
+        """Evaluate the model now, log it beside the best heuristic and keep it if it is the best so far; then hand
+        it to ``on_validation``."""
         metrics = self.latest = self.evaluate()
         for key, value in metrics.items():
             self.logger.record(f"eval/{key}", value)
@@ -93,6 +98,8 @@ class EvalScalars(BaseCallback):
                                                            "step": self.num_timesteps}))
         for key, value in self.heuristic.items():
             self.logger.record(f"eval/heuristic_{key}", value)
+        if self.on_validation is not None:
+            self.on_validation(self.num_timesteps, metrics)
 
     def evaluate(self) -> dict[str, float]:
         """The model's mean metrics over the evaluation seeds."""

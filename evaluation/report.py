@@ -183,15 +183,25 @@ def rebuild_report(folder: Path) -> list[Path]:
     """Write a run folder's report.html again from its files; for a train.py run folder, its final evaluation's
     (``eval/``, when there) and its own, with the learning curves. Returns the paths written."""
     from evaluation.html_report import write_report
-    from evaluation.training_report import is_training_folder, write_training_report
+    from evaluation.training_report import is_training_folder
 
     if not is_training_folder(folder):
         return [write_report(folder / REPORT_FILE, *folder_runs(folder))]
     final = folder / "eval"
+    written = [write_report(final / REPORT_FILE, *folder_runs(final))] if (final / SUMMARY_FILE).is_file() else []
+    return [*written, write_training_page(folder)]
+
+
+def write_training_page(folder: Path) -> Path:
+    """Write a train.py run folder's report.html: its learning curves beside its final evaluation's table (none
+    yet when ``eval/`` has no summary)."""
+    from evaluation.training_report import write_training_report
+
+    final = folder / "eval"
     if not (final / SUMMARY_FILE).is_file():
-        return [write_training_report(folder, None, [])]
-    document, traces, rows = folder_runs(final)
-    return [write_report(final / REPORT_FILE, document, traces, rows), write_training_report(folder, document, rows)]
+        return write_training_report(folder, None, [])
+    document, _, rows = folder_runs(final)
+    return write_training_report(folder, document, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
