@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from baselines.registry import make
 from envs.core.files import read_yaml
@@ -23,7 +24,6 @@ from evaluation.slurm_replay import (
     record_workload,
     replay_nodes,
 )
-from tests.paths import ROOT
 
 RECORDS = sorted((ROOT / "tests" / "data" / "slurm").glob("*.yaml"))
 

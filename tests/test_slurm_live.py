@@ -7,11 +7,11 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from envs.core.errors import ConfigError
 from envs.core.files import read_yaml
 from evaluation.slurm_replay import case_from_dict, case_from_workload, slurm_conf_text
-from tests.paths import ROOT
 
 CASES = ROOT / "benchmarks" / "slurm_cases"
 
