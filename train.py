@@ -1,7 +1,7 @@
 """Train a MaskablePPO agent (permutation-equivariant SlotPolicy) on a GPUClusterEnv variant or the peer-mode env
 (gpusched/RLSched-v0), then evaluate it.
 
-    python train.py                                        # configs/experiments/default.yaml, a few CPU minutes
+    python train.py                                        # configs/experiments/default.yaml, about 2 min on 2 cores
     python train.py --config configs/experiments/vec_default.yaml   # the batched engine (GPU when present)
     python train.py --total-timesteps 2000 --run-dir runs/smoke --device cpu
     python train.py --run-dir runs/smoke --resume          # continue a run (killed or finished) to its total
