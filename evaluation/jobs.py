@@ -46,26 +46,23 @@ def _time(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
-def _runs(record: JobRecord) -> list[list[float]]:
-    """The (start, end) of each run of a job that started [s]: its runs when interrupted, else start to finish."""
+def _runs(record: JobRecord) -> tuple[list[list[float]], list[list[int]], list[str]]:
+    """A job's ``runs``, ``run_gpus`` and ``run_ends`` (:data:`JOB_COLUMNS`): its interrupted runs as the log
+    recorded them, then, for a completed job, the run that ended it (a failed job's last run is an interrupted one;
+    a rejected job has none)."""
     if record.state is JobState.REJECTED:
-        return []
-    if record.interruptions is not None and record.interruptions.runs:
-        return [[float(start), float(end)] for start, end in record.interruptions.runs]
-    return [[float(record.start_time_s), float(record.finish_time_s)]]
-
-
-def _run_places(record: JobRecord) -> tuple[list[list[int]], list[str]]:
-    """The GPUs each run of a job held and what ended it (:data:`JOB_COLUMNS`' ``run_gpus`` and ``run_ends``)."""
-    if record.state is JobState.REJECTED:
-        return [], []
+        return [], [], []
     interrupted = record.interruptions
-    gpus = [list(held) for held in interrupted.run_gpus] if interrupted is not None else []
-    ends = list(interrupted.run_ends) if interrupted is not None else []
-    if record.state is JobState.COMPLETED:  # its last run ended it; a FAILED job's last run is an interrupted one
+    if interrupted is None or not interrupted.runs:  # it ran once
+        return ([[float(record.start_time_s), float(record.finish_time_s)]], [[int(g) for g in record.gpus]],
+                ["timed out" if record.timed_out else "completed"])
+    runs = [[float(start), float(end)] for start, end in interrupted.runs]
+    gpus = [list(held) for held in interrupted.run_gpus]
+    ends = list(interrupted.run_ends)
+    if record.state is JobState.COMPLETED:  # its last run is already in runs: give its GPUs and end
         gpus.append([int(gpu) for gpu in record.gpus])
         ends.append("timed out" if record.timed_out else "completed")
-    return gpus, ends
+    return runs, gpus, ends
 
 
 def _reason(record: JobRecord) -> str:
@@ -89,8 +86,8 @@ def job_table(log: JobLog) -> dict[str, list[Any]]:
             "start_s": _time(record.start_time_s) if started else None,
             "finish_s": _time(record.finish_time_s) if started else None,
             "wait_s": _time(record.wait_s) if started else None,
-            "gpus": [int(gpu) for gpu in record.gpus], "runs": _runs(record),
-            **dict(zip(("run_gpus", "run_ends"), _run_places(record), strict=True)),
+            "gpus": [int(gpu) for gpu in record.gpus],
+            **dict(zip(("runs", "run_gpus", "run_ends"), _runs(record), strict=True)),
             "preemptions": interruptions.preemptions if interruptions is not None else 0,
             "failures": interruptions.failures if interruptions is not None else 0,
         }

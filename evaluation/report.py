@@ -188,19 +188,21 @@ def rebuild_report(folder: Path) -> list[Path]:
     if not is_training_folder(folder):
         return [write_report(folder / REPORT_FILE, *folder_runs(folder))]
     final = folder / "eval"
-    written = [write_report(final / REPORT_FILE, *folder_runs(final))] if (final / SUMMARY_FILE).is_file() else []
-    return [*written, write_training_page(folder)]
+    if not (final / SUMMARY_FILE).is_file():
+        return [write_training_page(folder)]
+    document, traces, rows = folder_runs(final)
+    return [write_report(final / REPORT_FILE, document, traces, rows), write_training_page(folder, document, rows)]
 
 
-def write_training_page(folder: Path) -> Path:
-    """Write a train.py run folder's report.html: its learning curves beside its final evaluation's table (none
-    yet when ``eval/`` has no summary)."""
+def write_training_page(folder: Path, document: dict[str, Any] | None = None,
+                        rows: Sequence[dict[str, Any]] = ()) -> Path:
+    """Write a train.py run folder's report.html: its learning curves beside its final evaluation's table, that of
+    ``document`` and ``rows`` when given, else read from ``eval/`` (none yet when it has no summary)."""
     from evaluation.training_report import write_training_report
 
     final = folder / "eval"
-    if not (final / SUMMARY_FILE).is_file():
-        return write_training_report(folder, None, [])
-    document, _, rows = folder_runs(final)
+    if document is None and (final / SUMMARY_FILE).is_file():
+        document, _, rows = folder_runs(final)
     return write_training_report(folder, document, rows)
 
 

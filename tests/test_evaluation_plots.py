@@ -228,8 +228,8 @@ def test_plot_all_skips_the_gantt_chart_without_gantt_entries(tmp_path):
 GPU_WORKLOADS = ("philly_trace.csv.gz[100000:102000]@30", "openb_pod_list_default.csv[4000:6000]",
                  "philly_trace.csv.gz[100000:102000]@30 (high)", "openb_pod_list_default.csv[4000:6000] (high)")
 """Workload names of the gpu suite under two dynamics scenarios: long and without spaces to break at."""
-MODEL = "/work/main/runs/train-default-20261201-101010/model.zip"
-BEST_MODEL = "/work/main/runs/train-default-20261201-101010/best_model.zip"
+MODEL = "/home/ann/gpusched/runs/train-default-20261201-101010/model.zip"
+BEST_MODEL = "/home/ann/gpusched/runs/train-default-20261201-101010/best_model.zip"
 
 
 def _boxes(fig, artists):

@@ -55,7 +55,7 @@ def test_every_documented_metric_has_a_unit_and_a_short_distinct_title():
     ("fifo", "fifo"),
     ("sjf+easy/pack", "sjf+easy/pack"),
     ("rls:wfp3-peer+rlsbackfill", "rls:wfp3-peer+rlsbackfill"),
-    ("/work/main/runs/train-default-20261201-101010/model.zip", "train-default-20261201-101010"),
+    ("/home/ann/gpusched/runs/train-default-20261201-101010/model.zip", "train-default-20261201-101010"),
     ("runs/x/best_model.zip", "x (best)"),
     ("rls:runs/x/model.zip+sjf@0.5", "rls:x+sjf@0.5"),
     ("RLS:runs/x/best_model.zip", "RLS:x (best)"),
