@@ -44,6 +44,7 @@ from envs.scenario import load_trace_once, trace_spec
 from envs.workload.table import LOAD_FACTORS
 from evaluation.aggregate import DEFAULT_TABLE_KEYS, markdown_table
 from evaluation.backends import BACKENDS, Result, execute
+from evaluation.batsim import prepare_folder as prepare_batsim
 from evaluation.batsim import write_batsim
 from evaluation.labels import policy_labels
 from evaluation.learning import (
@@ -270,6 +271,8 @@ def warn_dropped(specs: Sequence[RunSpec], rows: Sequence[dict[str, Any]]) -> tu
 
 def evaluate_specs(specs: Sequence[RunSpec], out: Path, args: Any) -> int:
     """Run ``specs`` into the run folder ``out`` (held by this process), write its tables and print them."""
+    if args.export == "batsim":
+        prepare_batsim(out / "batsim")  # before the runs: a folder it cannot write fails now, not after them
     results = run_all(specs, out, args)
     rows = [row for row, _, _ in results]
     skipped, any_rejected = warn_dropped(specs, rows)

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from envs.core.errors import ConfigError
 from envs.core.files import write_atomically
 from evaluation.jobs import job_rows
 
@@ -92,10 +93,20 @@ def file_prefix(trace: Mapping[str, Any]) -> str:
     return UNSAFE.sub("-", f"{trace['policy']}_{trace['workload']}_seed{trace['seed']}").strip("-")
 
 
+def prepare_folder(folder: Path) -> None:
+    """Create the export's folder, or raise a one-line :class:`ConfigError` saying why it cannot be."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--export batsim: {folder} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--export batsim: cannot create {folder} ({exc.strerror or exc})") from None
+
+
 def write_batsim(folder: Path, traces: Sequence[Mapping[str, Any]]) -> tuple[list[Path], int]:
     """Write each run's ``PREFIX_jobs.csv`` into ``folder`` (created if need be; a prefix shared by two runs gets
     ``-2``, ``-3``, ...); return the paths, in the order of ``traces``, and how many rejected jobs were left out."""
-    folder.mkdir(parents=True, exist_ok=True)
+    prepare_folder(folder)
     paths: list[Path] = []
     left_out = 0
     for trace in traces:

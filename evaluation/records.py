@@ -17,9 +17,10 @@ from evaluation.backends import Result
 RUNS_FILE = "runs.jsonl"
 """One JSON line per finished run (row, trace, timing), appended as each run finishes."""
 
-def read_records(out: Path, prog: str = "evaluate.py") -> dict[str, Result]:
-    """The finished runs a run folder holds, by run key. A last line cut short (a killed run, a full disk) is cut
-    off the file, so that the next record starts on a line of its own; any other line that is not a record (not
+def read_records(out: Path, prog: str = "evaluate.py", repair: bool = True) -> dict[str, Result]:
+    """The finished runs a run folder holds, by run key. A last line cut short (a killed run, a full disk) is
+    skipped, and with ``repair`` (a writer about to append) cut off the file, so that the next record starts on a
+    line of its own; any other line that is not a record (not
     JSON, not an object with a key list and row, trace and timing objects) is skipped with a one-line warning
     (standard error, prefixed with ``prog``)."""
     records: dict[str, Result] = {}
@@ -29,10 +30,11 @@ def read_records(out: Path, prog: str = "evaluate.py") -> dict[str, Result]:
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         kept = data.rfind(b"\n") + 1
-        with path.open("r+b") as handle:
-            handle.truncate(kept)
-        print(f"{prog}: warning: {path}: removed a last record cut short ({len(data) - kept} bytes)",
-              file=sys.stderr)
+        if repair:
+            with path.open("r+b") as handle:
+                handle.truncate(kept)
+        print(f"{prog}: warning: {path}: {'removed' if repair else 'skipped'} a last record cut short "
+              f"({len(data) - kept} bytes)", file=sys.stderr)
         data = data[:kept]
     bad = []
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):

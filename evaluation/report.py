@@ -170,8 +170,10 @@ def folder_runs(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]], lis
     """A run folder's summary document, and the traces and rows of the runs it names (``run_keys``) in runs.jsonl,
     in order; a :class:`ConfigError` when one is missing."""
     document = read_summary(folder)
-    records = read_records(folder, "evaluation.report")
+    records = read_records(folder, "evaluation.report", repair=False)  # a rebuild changes no file but the report
     keys = document.get("run_keys") or list(records)
+    if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+        raise ConfigError(f"{folder / RUN_FILE}: run_keys: expected a list of run keys (text)")
     missing = [key for key in keys if key not in records]
     if missing:
         raise ConfigError(f"{folder / RUNS_FILE}: {len(missing)} of the {len(keys)} runs of run.json are not there")

@@ -87,3 +87,15 @@ def test_evalys_reads_the_export_of_an_evaluate_run(tmp_path):
         for gpu in range(8):  # a whole GPU runs one job at a time: the runs on it, read back by evalys, never overlap
             spans = sorted((r.starting_time, r.finish_time) for r in whole.itertuples() if gpu in r.allocated_resources)
             assert all(end <= start + 1e-6 for (_, end), (start, _) in itertools.pairwise(spans))
+
+
+def test_an_export_folder_that_cannot_be_made_fails_before_the_runs(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "batsim").write_text("a file")
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--workload", "small", "--cluster", "tiny",
+                           "--seeds", "0", "--policies", "fifo", "--workers", "1", "--no-plots", "--export", "batsim",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and not (out / "runs.jsonl").exists()  # nothing ran
+    assert done.stderr.strip().splitlines()[-1] == (f"evaluate.py: error: --export batsim: {out / 'batsim'} exists "
+                                                    "and is not a folder")

@@ -196,3 +196,22 @@ def test_a_training_folder_gets_its_curves_beside_its_final_table(tmp_path):
     assert done.stdout.splitlines() == [f"wrote {run_dir / 'eval' / 'report.html'}", f"wrote {run_dir / 'report.html'}"]
     page = (run_dir / "report.html").read_text()
     assert 'href="eval/report.html"' in page and '<tr class="reference"><td title="sjf">' in page
+
+
+def test_a_rebuild_changes_no_input_and_refuses_bad_run_keys(tmp_path):
+    out = tmp_path / "run"
+    subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--workload", "small", "--cluster", "tiny", "--seeds",
+                    "0", "--policies", "fifo", "--workers", "1", "--no-plots", "--out", str(out)], cwd=ROOT,
+                   check=True, capture_output=True)
+    runs = out / "runs.jsonl"
+    runs.write_bytes(runs.read_bytes()[:300])  # a run cut short by a kill
+    done = subprocess.run([sys.executable, "-m", "evaluation.report", str(out)], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and len(runs.read_bytes()) == 300  # said, and the file left as it was
+    assert "skipped a last record cut short (300 bytes)" in done.stderr and "1 of the 1 runs" in done.stderr
+    info = json.loads((out / "run.json").read_text())
+    (out / "run.json").write_text(json.dumps({**info, "run_keys": 5}))
+    done = subprocess.run([sys.executable, "-m", "evaluation.report", str(out)], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == (
+        f"evaluation.report: error: {out / 'run.json'}: run_keys: expected a list of run keys (text)")
