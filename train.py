@@ -324,7 +324,8 @@ def sweep(args: Args) -> int:
     """The sweep of ``--sweep`` (:mod:`agents.sweep`) over the experiment of ``--config`` (``--set`` and
     ``--total-timesteps`` applied to every trial) in ``--run-dir`` or ``runs/sweep-SWEEP__EXPERIMENT``; 0 when
     every trial finished or was stopped early."""
-    from agents.sweep import read_sweep, run_sweep
+    from agents.sweep import run_sweep
+    from agents.sweep_plan import read_sweep
 
     plan = read_sweep(args.sweep, args.config, args.set, args.total_timesteps)
     folder = args.run_dir or ROOT / "runs" / f"sweep-{args.sweep.stem}__{args.config.stem}"

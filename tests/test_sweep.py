@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 import train
-from agents.sweep import RunTrial, TrialRun, read_sweep, run_sweep
+from agents.sweep import RunTrial, TrialRun, run_sweep
+from agents.sweep_plan import read_sweep
 from envs.core import ConfigError
 
 EXPERIMENT = ("env_id: gpusched/GPUCluster-Tiny-v0\nenv: {}\ntotal_timesteps: 256\nn_envs: 1\n"
